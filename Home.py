@@ -1,0 +1,5 @@
+"""Entry point: `streamlit run Home.py` (or `make run`)."""
+
+from guide.app import run
+
+run()

@@ -1,0 +1,1 @@
+"""Benchmarks and accuracy measurements. Not tests: they report numbers for the README."""

@@ -1,0 +1,9 @@
+"""python -m bench [name ...]: run the benchmarks (all by default) and print their tables."""
+
+import importlib
+import sys
+
+BENCHMARKS = ["engine"]
+
+for name in sys.argv[1:] or BENCHMARKS:
+    importlib.import_module(f"bench.{name}").main()

@@ -1,0 +1,5 @@
+"""The calculation engine of the guide: exact model memory, no Streamlit.
+
+Import what you need from the submodules (`calculator.estimate`, `calculator.precision`, ...);
+importing the package itself is free, and torch is imported only when a model is built.
+"""

@@ -1,0 +1,59 @@
+"""The GPU catalog: memory, bandwidth, throughput and interconnect of common cards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+import tomllib
+
+from .errors import CalculatorError
+
+GPU_FILE = Path(__file__).resolve().parent / "gpus.toml"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    key: str
+    name: str
+    nominal: str
+    memory_mib: int
+    bandwidth_gbs: float  # GB/s, 10^9 bytes per second
+    fp32_tflops: float  # CUDA cores, no tensor cores: PyTorch's float32 default
+    tf32_tflops: float  # only if TF32 is switched on
+    fp16_tflops: float
+    bf16_tflops: float
+    fp8_tflops: float
+    int8_tops: float
+    interconnect: str
+    interconnect_gbs: float
+    source: str
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mib * 2**20
+
+    def matmul_tflops(self, dtype: str) -> float:
+        """Dense tensor-core peak for weights and activations in this precision. Weight-only
+        int4/int8 formats compute in 16 bits; a card without bf16 falls back to fp16."""
+        if dtype == "float32":
+            return self.fp32_tflops  # PyTorch leaves TF32 off for matmuls by default
+        if dtype == "float8":
+            return self.fp8_tflops or self.fp16_tflops
+        if dtype == "bfloat16":
+            return self.bf16_tflops or self.fp16_tflops
+        return self.fp16_tflops
+
+
+@lru_cache(maxsize=1)
+def gpus() -> dict[str, Gpu]:
+    with open(GPU_FILE, "rb") as handle:
+        table = tomllib.load(handle)
+    return {key: Gpu(key=key, **row) for key, row in table.items()}
+
+
+def gpu(key: str) -> Gpu:
+    try:
+        return gpus()[key]
+    except KeyError:
+        raise CalculatorError("unknown_gpu", gpu=str(key)[:40], choices=", ".join(gpus())) from None

@@ -1,0 +1,51 @@
+"""The UI text catalogs (content/ui/<lang>/*.toml), shared by the CLI and the guide.
+
+One folder per language, the same files and keys in each (a test checks it): one file per
+widget or topic, so chapters add strings without touching each other's. The CLI speaks
+English; the guide picks the reader's language. Keys are dotted: "error.unknown_dtype".
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+import tomllib
+
+LANGUAGES: tuple[str, ...] = ("en", "fr")
+DEFAULT_LANGUAGE = "en"
+CATALOG_DIR = Path(__file__).resolve().parent.parent / "content" / "ui"
+
+
+def _flatten(table: dict, prefix: str = "") -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+@lru_cache(maxsize=None)
+def catalog(lang: str) -> dict[str, str]:
+    """All UI strings of one language, flattened to dotted keys."""
+    if lang not in LANGUAGES:
+        lang = DEFAULT_LANGUAGE
+    merged: dict[str, str] = {}
+    for path in sorted((CATALOG_DIR / lang).glob("*.toml")):
+        with open(path, "rb") as handle:
+            table = _flatten(tomllib.load(handle))
+        clash = merged.keys() & table.keys()
+        if clash:
+            raise ValueError(f"{path}: keys defined twice: {sorted(clash)[:5]}")
+        merged.update(table)
+    return merged
+
+
+def text(key: str, lang: str = DEFAULT_LANGUAGE, /, **params: object) -> str:
+    """One UI string with its {placeholders} filled in. A missing key shows the key itself."""
+    template = catalog(lang).get(key)
+    if template is None:
+        template = catalog(DEFAULT_LANGUAGE).get(key, key)
+    return template.format(**params) if params else template

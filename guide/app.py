@@ -1,0 +1,20 @@
+"""The router: st.navigation over the chapter registry, in the reader's language."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from guide import chapters
+from guide.i18n import current_language
+
+
+def run() -> None:
+    st.set_page_config(page_title="Model memory guide", page_icon=":material/memory:", layout="centered")
+    lang = current_language()
+    pages = [
+        st.Page(chapter.page, title=chapter.title(lang), icon=chapter.icon,
+                url_path=chapter.slug or None, default=not chapter.slug)
+        for chapter in chapters.CHAPTERS
+    ]
+    # The sidebar is ours (it keeps ?lang= on every link), so Streamlit's own menu is hidden.
+    st.navigation(pages, position="hidden").run()

@@ -1,0 +1,54 @@
+"""The chapter registry: one ordered list drives the sidebar, the URLs, previous/home/next
+and the tests. Adding a chapter: content/en/<slug>.md, content/fr/<slug>.md, a page file,
+and one entry here. Slugs and anchors are English in both languages (DESIGN.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTENT = ROOT / "content"
+
+
+@dataclass(frozen=True)
+class Chapter:
+    slug: str  # URL path; "" for the home page
+    page: str  # page file, relative to Home.py
+    titles: dict[str, str]
+    icon: str
+    anchors: tuple[str, ...] = ()  # section anchors promised to users (the public contract)
+
+    @property
+    def content_name(self) -> str:
+        return self.slug or "home"
+
+    def content_path(self, lang: str) -> Path:
+        return CONTENT / lang / f"{self.content_name}.md"
+
+    def title(self, lang: str) -> str:
+        return self.titles.get(lang) or self.titles["en"]
+
+
+HOME = Chapter(
+    slug="",
+    page="pages/home.py",
+    titles={"en": "What is wrong with my model?", "fr": "Qu'est-ce qui ne va pas avec mon modèle ?"},
+    icon=":material/home:",
+    anchors=("quick-check",),
+)
+
+# Reading order: the order of the table in DESIGN.md.
+CHAPTERS: tuple[Chapter, ...] = (HOME,)
+
+
+def by_slug(slug: str) -> Chapter | None:
+    return next((c for c in CHAPTERS if c.slug == slug), None)
+
+
+def neighbours(slug: str) -> tuple[Chapter | None, Chapter | None]:
+    """(previous, next) in reading order."""
+    index = [c.slug for c in CHAPTERS].index(slug)
+    previous = CHAPTERS[index - 1] if index > 0 else None
+    following = CHAPTERS[index + 1] if index + 1 < len(CHAPTERS) else None
+    return previous, following

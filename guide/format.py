@@ -1,0 +1,19 @@
+"""Numbers for the page, in the reader's language (decimal comma and Go/Gio in French)."""
+
+from __future__ import annotations
+
+import re
+
+from calculator.units import format_billions, format_bytes, format_count, format_number
+
+__all__ = ["format_billions", "format_bytes", "format_count", "format_number", "escape_markdown"]
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def escape_markdown(value: object, limit: int = 120) -> str:
+    """Whatever a user typed, shown as plain text in st.markdown: no links, images or HTML."""
+    shown = "".join(ch if ch.isprintable() else "?" for ch in str(value))
+    if len(shown) > limit:
+        shown = shown[: limit - 1] + "…"
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", shown)

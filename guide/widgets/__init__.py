@@ -1,0 +1,82 @@
+"""Embedded calculators. One module per widget; each declares a module-level `WIDGET`.
+
+A widget is placed in a chapter with `[[widget:<name>]]`. It reads its inputs from widgets
+bound to the URL (`bind="query-params"`), so a link reproduces a calculation, and it runs in
+an `st.fragment`, so changing an input reruns that widget alone. Options shown to readers in
+bound widgets are language-neutral (model ids, dtypes, GPU names): the URL is the same in
+both languages. One parametrised test exercises every widget (tests/test_widgets.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+import importlib
+import pkgutil
+from typing import Callable
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from calculator.messages import text
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter a widget binds, with a valid non-default value for the tests."""
+
+    key: str
+    example: str
+
+
+@dataclass(frozen=True)
+class Context:
+    lang: str
+    slug: str
+    anchor: str  # the section the widget sits in: its share link lands there
+
+    def t(self, key: str, **params: object) -> str:
+        return text(key, self.lang, **params)
+
+
+@dataclass(frozen=True)
+class Widget:
+    name: str
+    render: Callable[[Context], None]
+    params: tuple[Param, ...] = field(default_factory=tuple)
+
+
+@lru_cache(maxsize=1)
+def registry() -> dict[str, Widget]:
+    found: dict[str, Widget] = {}
+    for module in pkgutil.iter_modules(__path__):
+        widget = getattr(importlib.import_module(f"{__name__}.{module.name}"), "WIDGET", None)
+        if isinstance(widget, Widget):
+            if widget.name in found:
+                raise ValueError(f"two widgets are named {widget.name}")
+            found[widget.name] = widget
+    return found
+
+
+def render_widget(name: str, ctx: Context) -> None:
+    widget = registry().get(name)
+    if widget is None:
+        raise KeyError(f"no widget named {name!r}")
+    with st.container(border=True, key=f"widget-{name}"):
+        st.fragment(widget.render)(ctx)
+
+
+def share_url(ctx: Context, keys: list[str] | tuple[str, ...]) -> str:
+    """The full URL that reopens this calculation: language, the widget's values, its section."""
+    pairs = [("lang", ctx.lang)]
+    for key in keys:
+        value = st.query_params.get_all(key)
+        pairs += [(key, v) for v in value]
+    base = st.context.url or ""
+    return f"{base}?{urlencode(pairs)}#{ctx.anchor}"
+
+
+def share_box(ctx: Context, keys: list[str] | tuple[str, ...]) -> None:
+    with st.popover(ctx.t("frame.share"), icon=":material/share:"):
+        st.caption(ctx.t("frame.share_help"))
+        st.code(share_url(ctx, keys), language=None, wrap_lines=True)

@@ -1,0 +1,39 @@
+"""Shared test set-up: an isolated Hugging Face cache, paths, and the local Hub server."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+import sys
+import tempfile
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = Path(__file__).resolve().parent / "configs"
+sys.path.insert(0, str(ROOT))
+
+# No test may touch the real Hub or the user's cache: a fresh cache for the whole session,
+# and the Hub address points at nothing unless a test starts the local server.
+_HF_HOME = tempfile.mkdtemp(prefix="hf-home-")
+os.environ["HF_HOME"] = _HF_HOME
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: unreachable at once
+
+
+def load_test_config(name: str) -> dict:
+    return json.loads((CONFIGS / f"{name}.json").read_text())
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """A local HTTP server that answers like the Hugging Face Hub, set as HF_ENDPOINT."""
+    from tests.hub_server import FakeHub
+
+    server = FakeHub()
+    server.start()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HOME", tempfile.mkdtemp(prefix="hf-home-"))
+    yield server
+    server.stop()

@@ -1,0 +1,115 @@
+"""A small HTTP server that answers the requests huggingface_hub makes, like the real Hub.
+
+Repositories are plain dicts of file name -> bytes. It speaks the parts of the protocol the
+client relies on: X-Repo-Commit and ETag headers, X-Error-Code on 401/403/404, Range reads,
+and the model-info API. Nothing of the client is mocked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import json
+import re
+import threading
+from urllib.parse import unquote, urlparse
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+_RESOLVE = re.compile(r"^/(?P<repo>[^/]+(?:/[^/]+)?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+_API = re.compile(r"^/api/models/(?P<repo>[^/]+(?:/[^/]+)?)(?:/revision/(?P<rev>[^/]+))?$")
+
+
+class FakeHub:
+    def __init__(self) -> None:
+        self.repos: dict[str, dict[str, bytes]] = {}
+        self.gated: set[str] = set()
+        self.requests: list[str] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def add(self, repo: str, files: dict[str, bytes | str | dict]) -> None:
+        self.repos[repo] = {
+            name: (json.dumps(body).encode() if isinstance(body, dict) else
+                   body.encode() if isinstance(body, str) else body)
+            for name, body in files.items()
+        }
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self):
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_HEAD(self):
+                self._serve(send_body=False)
+
+            def do_GET(self):
+                self._serve(send_body=True)
+
+            def _error(self, status: int, code: str) -> None:
+                self.send_response(status)
+                self.send_header("X-Error-Code", code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def _serve(self, send_body: bool) -> None:
+                path = unquote(urlparse(self.path).path)
+                hub.requests.append(f"{self.command} {path}")
+                api = _API.match(path)
+                if api:
+                    return self._model_info(api["repo"], send_body)
+                match = _RESOLVE.match(path)
+                if not match:
+                    return self._error(404, "RepoNotFound")
+                repo, filename = match["repo"], match["file"]
+                if repo not in hub.repos:
+                    return self._error(401, "RepoNotFound")
+                if repo in hub.gated:
+                    return self._error(403, "GatedRepo")
+                body = hub.repos[repo].get(filename)
+                if body is None:
+                    return self._error(404, "EntryNotFound")
+                status, chunk = 200, body
+                ranged = re.match(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+                if ranged and send_body:
+                    start = int(ranged[1])
+                    end = int(ranged[2]) if ranged[2] else len(body) - 1
+                    status, chunk = 206, body[start:end + 1]
+                self.send_response(status)
+                self.send_header("ETag", '"' + hashlib.sha256(body).hexdigest() + '"')
+                self.send_header("X-Repo-Commit", COMMIT)
+                self.send_header("Content-Length", str(len(chunk)))
+                self.send_header("Content-Type", "application/octet-stream")
+                self.end_headers()
+                if send_body:
+                    self.wfile.write(chunk)
+
+            def _model_info(self, repo: str, send_body: bool) -> None:
+                if repo not in hub.repos:
+                    return self._error(401, "RepoNotFound")
+                if repo in hub.gated:
+                    return self._error(403, "GatedRepo")
+                info = {"id": repo, "modelId": repo, "sha": COMMIT, "private": False,
+                        "siblings": [{"rfilename": name} for name in hub.repos[repo]]}
+                body = json.dumps(info).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if send_body:
+                    self.wfile.write(body)
+
+        return Handler
