@@ -100,8 +100,106 @@ def _add_refresh(commands) -> None:
     p.set_defaults(run=lambda args: print(catalog.refresh()) or 0)
 
 
+def _add_speed(commands) -> None:
+    p = commands.add_parser("speed", help="memory, latency and throughput per batch size and precision (roofline)")
+    p.add_argument("model", metavar="MODEL", help="catalog name, path to config.json (or its folder), or Hub id")
+    p.add_argument("--gpu", required=True, help="GPU key from the GPU catalog (e.g. h100, a100-80gb, rtx4090)")
+    p.add_argument("--dtypes", nargs="+", default=["bfloat16"], metavar="D", help="weight precisions")
+    p.add_argument("--prompt", type=int, default=1024, help="prompt tokens per sequence (default 1024)")
+    p.add_argument("--new-tokens", type=int, default=256, help="tokens generated per sequence (default 256)")
+    p.add_argument("--batches", nargs="+", type=int, default=[1, 8, 32], metavar="B", help="batch sizes")
+    p.add_argument("--json", action="store_true", help="one JSON object, sizes in bytes, times in seconds")
+    p.set_defaults(run=_run_speed)
+
+
+def _run_speed(args) -> int:
+    from .estimate import resolve_model
+    from .gpus import gpu as find_gpu
+    from .inference import check_sizes, inference_memory, largest_batch
+    from .precision import normalize_dtype
+    from .speed import generation
+
+    card = find_gpu(args.gpu)
+    model = resolve_model(args.model, allow_local=True)
+    dtypes = [normalize_dtype(d) for d in args.dtypes]
+    context = args.prompt + args.new_tokens
+    for b in args.batches:
+        check_sizes(b, context)
+    rows, largest = [], {}
+    for dtype in dtypes:
+        largest[dtype] = largest_batch(model.summary, model.spec, card.memory_bytes, context, dtype=dtype)
+        for b in args.batches:
+            memory = inference_memory(model.summary, model.spec, b, context, dtype)
+            run = generation(model.summary, model.spec, card, dtype, b, args.prompt, args.new_tokens)
+            rows.append({"dtype": dtype, "batch": b, "memory_bytes": memory.total_bytes,
+                         "fits": memory.total_bytes <= card.memory_bytes,
+                         "time_to_first_token_s": run.time_to_first_token, "time_per_token_s": run.time_per_token,
+                         "tokens_per_second": run.tokens_per_second, "decode_bound": run.decode_bound})
+    if args.json:
+        _print_json({"model": model.name, "gpu": card.key, "gpu_memory_bytes": card.memory_bytes,
+                     "prompt": args.prompt, "new_tokens": args.new_tokens, "largest_batch": largest, "rows": rows})
+        return 0
+    print(f"Model: {model.name}   GPU: {card.name} ({format_bytes(card.memory_bytes)})   "
+          f"prompt {args.prompt} + {args.new_tokens} new tokens")
+    table = [[r["dtype"], str(r["batch"]), format_bytes(r["memory_bytes"]), "yes" if r["fits"] else "no",
+              f"{r['time_to_first_token_s'] * 1000:.1f} ms", f"{r['time_per_token_s'] * 1000:.2f} ms",
+              f"{r['tokens_per_second']:.0f}", r["decode_bound"]] for r in rows]
+    print(render_table(["dtype", "batch", "memory", "fits", "prefill", "per token", "tokens/s", "decode is"], table))
+    print("Largest batch that fits: " + ", ".join(f"{d}: {n}" for d, n in largest.items()))
+    print("Roofline estimate from datasheet peaks: a best case; real kernels reach 50-80% of it.")
+    return 0
+
+
+def _add_data_parallel(commands) -> None:
+    from .speed import NETWORKS_GBS
+
+    p = commands.add_parser("data-parallel", help="time to process N samples on k GPUs, one node or several")
+    p.add_argument("model", metavar="MODEL", help="catalog name, path to config.json (or its folder), or Hub id")
+    p.add_argument("--gpu", required=True, help="GPU key from the GPU catalog")
+    p.add_argument("--samples", type=int, required=True, help="samples to process")
+    p.add_argument("--tokens", type=int, default=512, help="tokens per sample (default 512)")
+    p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--network", choices=list(NETWORKS_GBS), default=next(iter(NETWORKS_GBS)))
+    p.add_argument("--training", action="store_true", help="training (gradient all-reduce) instead of inference")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_run_data_parallel)
+
+
+def _run_data_parallel(args) -> int:
+    from .estimate import resolve_model
+    from .gpus import gpu as find_gpu
+    from .inference import check_sizes, largest_batch
+    from .speed import data_parallel_inference, data_parallel_training, generation
+
+    card = find_gpu(args.gpu)
+    for name, value in (("samples", args.samples), ("gpus-per-node", args.gpus_per_node), ("nodes", args.nodes)):
+        check_sizes(value, 1) if name != "samples" else check_sizes(1, value)
+    check_sizes(1, args.tokens)
+    model = resolve_model(args.model, allow_local=True)
+    if args.training:
+        one = data_parallel_training(model.summary, card, args.samples, args.tokens, 1, 1, args.network)
+        many = data_parallel_training(model.summary, card, args.samples, args.tokens, args.gpus_per_node,
+                                      args.nodes, args.network)
+        single, total, extra = one.seconds, many.seconds, many.to_json()
+    else:
+        batch = max(1, min(largest_batch(model.summary, model.spec, card.memory_bytes, args.tokens), 256))
+        run = generation(model.summary, model.spec, card, "bfloat16", batch, args.tokens, 1)
+        single = data_parallel_inference(run, args.samples, 1)
+        total = data_parallel_inference(run, args.samples, args.gpus_per_node * args.nodes)
+        extra = {"batch": batch}
+    result = {"model": model.name, "gpu": card.key, "training": args.training, "gpus": args.gpus_per_node * args.nodes,
+              "nodes": args.nodes, "one_gpu_seconds": single, "seconds": total, "speedup": single / total, **extra}
+    if args.json:
+        _print_json(result)
+        return 0
+    print(f"{model.name} on {result['gpus']} x {card.name} ({args.nodes} node(s)): {total:.1f} s "
+          f"instead of {single:.1f} s on one GPU, speed-up x{single / total:.2f}")
+    return 0
+
+
 # Each command registers itself here; later chapters append theirs.
-COMMANDS = [_add_estimate, _add_catalog, _add_refresh]
+COMMANDS = [_add_estimate, _add_catalog, _add_refresh, _add_speed, _add_data_parallel]
 
 
 def render_table(headers: list[str], rows: list[list[str]]) -> str:

@@ -11,6 +11,7 @@ from . import catalog
 from .errors import CalculatorError
 from .hub import fetch_config, is_hub_id
 from .precision import DEFAULT_DTYPES, bytes_per_param, normalize_dtype, rule_of_thumb_bytes
+from .architecture import ArchSpec
 from .summary import ModelSummary
 
 SOURCES = ("catalog", "local", "hub")
@@ -123,31 +124,79 @@ def resolve_source(name: str, allow_local: bool) -> str:
     raise CalculatorError("model_not_found", name=name[:80])
 
 
-def summarize_model(name: str, model_class: str = "auto", allow_local: bool = True,
-                    trust_remote_code: bool = False) -> tuple[str, str, ModelSummary]:
-    """(display name, source, summary) for a catalog name, a local config or a Hub id."""
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model the user named, counted: where it came from, its summary and its shape."""
+
+    name: str
+    source: str
+    summary: ModelSummary
+    spec: ArchSpec
+
+
+@lru_cache(maxsize=64)
+def _spec_of_json(config_json: str) -> ArchSpec:
+    from .architecture import spec_from_config
+    from .meta import make_config
+
+    return spec_from_config(make_config(json.loads(config_json)))
+
+
+def spec_for_config(config: dict) -> ArchSpec:
+    return _spec_of_json(json.dumps(config, sort_keys=True))
+
+
+def resolve_config(config: dict, name: str, model_class: str = "auto") -> ResolvedModel:
+    """A config the user supplied as data (an upload): never runs remote code."""
+    return ResolvedModel(name, "local", summary_for_config(config, model_class), spec_for_config(config))
+
+
+def resolve_model(name: str, model_class: str = "auto", allow_local: bool = True,
+                  trust_remote_code: bool = False) -> ResolvedModel:
+    """A catalog name, a local config (CLI only) or a Hub id, counted."""
     _check_class(model_class)
     source = resolve_source(name, allow_local)
     name = name.strip()
     if source == "catalog":
         entry = catalog.find(name)
-        return entry.id, source, catalog.stored_summary(entry.key, model_class)
+        return ResolvedModel(entry.id, source, catalog.stored_summary(entry.key, model_class),
+                             catalog.stored_spec(entry.key))
     if source == "local":
         from .configs import read_config_file
 
         config, path = read_config_file(name)
-        return str(path), source, summary_for_config(config, model_class, trust_remote_code, str(path.parent))
+        summary = summary_for_config(config, model_class, trust_remote_code, str(path.parent))
+        return ResolvedModel(str(path), source, summary, _local_spec(config, trust_remote_code, path))
     if trust_remote_code:
         from .meta import count_hub_remote
 
-        return name, source, count_hub_remote(name, model_class)
-    return name, source, summary_for_config(fetch_config(name), model_class)
+        summary = count_hub_remote(name, model_class)
+        return ResolvedModel(name, source, summary, _remote_spec(name))
+    config = fetch_config(name)
+    return ResolvedModel(name, source, summary_for_config(config, model_class), spec_for_config(config))
+
+
+def _local_spec(config: dict, trust_remote_code: bool, path: Path) -> ArchSpec:
+    if not trust_remote_code:
+        return spec_for_config(config)
+    from .architecture import spec_from_config
+    from .meta import make_config
+
+    return spec_from_config(make_config(config, trust_remote_code=True, source_dir=str(path.parent)))
+
+
+def _remote_spec(repo_id: str) -> ArchSpec:
+    from transformers import AutoConfig
+
+    from .architecture import spec_from_config
+
+    return spec_from_config(AutoConfig.from_pretrained(repo_id, trust_remote_code=True))
 
 
 def estimate(name: str, dtypes=DEFAULT_DTYPES, model_class: str = "auto", allow_local: bool = True,
              trust_remote_code: bool = False) -> Estimate:
-    display, source, summary = summarize_model(name, model_class, allow_local, trust_remote_code)
-    return Estimate(display, source, summary, rows_for(summary, dtypes))
+    model = resolve_model(name, model_class, allow_local, trust_remote_code)
+    return Estimate(model.name, model.source, model.summary, rows_for(model.summary, dtypes))
 
 
 def estimate_config(config: dict, name: str, dtypes=DEFAULT_DTYPES, model_class: str = "auto") -> Estimate:

@@ -17,4 +17,7 @@ def run() -> None:
         for chapter in chapters.CHAPTERS
     ]
     # The sidebar is ours (it keeps ?lang= on every link), so Streamlit's own menu is hidden.
+    # Page files live in chapter_pages/, not pages/: a pages/ folder makes Streamlit start
+    # in its old multipage mode, and the first visitor after a restart who opens a chapter
+    # directly gets a "Page not found" dialog (streamlit/streamlit#8860).
     st.navigation(pages, position="hidden").run()

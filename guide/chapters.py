@@ -32,14 +32,23 @@ class Chapter:
 
 HOME = Chapter(
     slug="",
-    page="pages/home.py",
+    page="chapter_pages/home.py",
     titles={"en": "What is wrong with my model?", "fr": "Qu'est-ce qui ne va pas avec mon modèle ?"},
     icon=":material/home:",
     anchors=("quick-check",),
 )
 
 # Reading order: the order of the table in DESIGN.md.
-CHAPTERS: tuple[Chapter, ...] = (HOME,)
+CHAPTERS: tuple[Chapter, ...] = (
+    HOME,
+    Chapter(
+        slug="slow-model",
+        page="chapter_pages/slow_model.py",
+        titles={"en": "My model is very slow", "fr": "Mon modèle est très lent"},
+        icon=":material/speed:",
+        anchors=("batch-size", "data-parallelism", "inference-code", "precision"),
+    ),
+)
 
 
 def by_slug(slug: str) -> Chapter | None:

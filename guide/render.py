@@ -23,22 +23,39 @@ h1[id], h2[id], h3[id], h4[id] { scroll-margin-top: 4.5rem; }
 
 # Streamlit scrolls to the URL's #section only on a tab's first load; after moving inside
 # the app it does not. This scrolls once the section's heading exists, for every new URL.
-_SCROLL_SCRIPT = """<script>
+# It also keeps links between chapters in the same tab: Streamlit opens every markdown link
+# in a new one.
+_PAGE_SCRIPT = """<script>
 (function () {
   const target = decodeURIComponent(window.location.hash.slice(1));
   const key = window.location.pathname + window.location.search + "#" + target;
-  if (!target || window.__guideScrolledTo === key) { return; }
-  let tries = 0;
-  const timer = setInterval(function () {
-    const heading = document.getElementById(target);
-    if (heading) {
-      heading.scrollIntoView({block: "start"});
-      window.__guideScrolledTo = key;
-      clearInterval(timer);
-    } else if (++tries > 60) {
-      clearInterval(timer);
-    }
-  }, 100);
+  if (target && window.__guideScrolledTo !== key) {
+    let tries = 0;
+    const timer = setInterval(function () {
+      const heading = document.getElementById(target);
+      if (heading) {
+        heading.scrollIntoView({block: "start"});
+        window.__guideScrolledTo = key;
+        clearInterval(timer);
+      } else if (++tries > 60) {
+        clearInterval(timer);
+      }
+    }, 100);
+  }
+  if (!window.__guideLinkObserver) {
+    const sameTab = function () {
+      document.querySelectorAll("[data-testid='stMarkdownContainer'] a[target='_blank']").forEach(function (link) {
+        const href = link.getAttribute("href") || "";
+        if (!/^[a-z][a-z0-9+.-]*:/i.test(href) && !href.startsWith("//")) {
+          link.removeAttribute("target");
+          link.removeAttribute("rel");
+        }
+      });
+    };
+    window.__guideLinkObserver = new MutationObserver(sameTab);
+    window.__guideLinkObserver.observe(document.body, {childList: true, subtree: true});
+    sameTab();
+  }
 })();
 </script>"""
 
@@ -79,10 +96,10 @@ def render_page(slug: str) -> None:
     lang = current_language()
     unknown = remember_language(lang)
     blocks = _blocks(chapter.content_name, lang)
+    st.title(chapter.title(lang), anchor=False)  # first, so the reader sees the page at once
     _frame(chapter, lang, blocks)
     if unknown is not None:
         st.warning(t("frame.unknown_language", asked=escape_markdown(unknown, 20)))
-    st.title(chapter.title(lang), anchor=False)
     slugs = {c.slug for c in chapters.CHAPTERS if c.slug}
     anchor = "top"
     for block in blocks:
@@ -96,7 +113,7 @@ def render_page(slug: str) -> None:
         elif isinstance(block, ChapterList):
             _chapter_list(lang)
     _footer(chapter, lang)
-    st.html(_SCROLL_SCRIPT, unsafe_allow_javascript=True)
+    st.html(_PAGE_SCRIPT, unsafe_allow_javascript=True)
 
 
 def _frame(chapter: Chapter, lang: str, blocks) -> None:

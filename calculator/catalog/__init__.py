@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 import tomllib
 
+from ..architecture import ArchSpec
 from ..summary import ModelSummary
 
 HERE = Path(__file__).resolve().parent
@@ -86,6 +87,10 @@ def stored_summary(key: str, model_class: str = "auto") -> ModelSummary:
     return ModelSummary.from_dict(_results()["models"][key][model_class])
 
 
+def stored_spec(key: str) -> ArchSpec:
+    return ArchSpec.from_dict(_results()["models"][key]["architecture"])
+
+
 def stored_versions() -> dict[str, str]:
     return dict(_results()["versions"])
 
@@ -95,12 +100,13 @@ def compute_all() -> dict:
     import torch
     import transformers
 
-    from ..meta import MODEL_CLASSES, count_config
+    from ..architecture import spec_from_config
+    from ..meta import MODEL_CLASSES, count_config, make_config
 
-    models = {
-        entry.key: {cls: count_config(config(entry.key), cls).to_dict() for cls in MODEL_CLASSES}
-        for entry in entries()
-    }
+    models = {}
+    for entry in entries():
+        models[entry.key] = {cls: count_config(config(entry.key), cls).to_dict() for cls in MODEL_CLASSES}
+        models[entry.key]["architecture"] = spec_from_config(make_config(config(entry.key))).to_dict()
     return {"versions": {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__},
             "models": models}
 

@@ -23,10 +23,13 @@ from calculator.messages import text
 
 @dataclass(frozen=True)
 class Param:
-    """A query parameter a widget binds, with a valid non-default value for the tests."""
+    """A query parameter a widget binds, with a valid non-default value for the tests, and
+    the other values under which changing it must change the result (a network between
+    nodes only matters with several nodes)."""
 
     key: str
     example: str
+    given: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,42 @@
+"""Inputs that many widgets share. Each is bound to the URL under the key it is given."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator import catalog
+from calculator.estimate import ResolvedModel, resolve_model
+from calculator.gpus import Gpu, gpus
+from calculator.precision import DTYPES
+from guide.widgets import Context
+
+
+def model_picker(ctx: Context, key: str, default: str = "llama-3-8b", container=st) -> ResolvedModel:
+    """A catalog model (the id is shown and put in the URL: the same in both languages)."""
+    entries = {e.key: e for e in catalog.entries()}
+    keys = list(entries)
+    choice = container.selectbox(ctx.t("common.model"), keys, index=keys.index(default), key=key,
+                                 format_func=lambda k: entries[k].id, bind="query-params",
+                                 help=ctx.t("common.model_help"))
+    return resolve_model(choice, allow_local=False)
+
+
+def gpu_picker(ctx: Context, key: str, default: str = "rtx4090", container=st) -> Gpu:
+    cards = gpus()
+    keys = list(cards)
+    choice = container.selectbox(ctx.t("common.gpu"), keys, index=keys.index(default), key=key,
+                                 format_func=lambda k: cards[k].name, bind="query-params",
+                                 help=ctx.t("common.gpu_help"))
+    return cards[choice]
+
+
+def dtype_picker(ctx: Context, key: str, default: str = "bfloat16", container=st, options=DTYPES) -> str:
+    options = list(options)
+    return container.selectbox(ctx.t("common.dtype"), options, index=options.index(default), key=key,
+                               bind="query-params", help=ctx.t("common.dtype_help"))
+
+
+def tokens_input(ctx: Context, label_key: str, key: str, default: int, low: int = 1, high: int = 1_048_576,
+                 container=st, step: int = 128) -> int:
+    return int(container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=default, step=step,
+                                      key=key, bind="query-params"))

@@ -1,0 +1,79 @@
+"""slow-model#data-parallelism: time to process N samples on k GPUs, one node or several."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.inference import largest_batch
+from calculator.speed import NETWORKS_GBS, data_parallel_inference, data_parallel_training, generation
+from guide.charts import base_layout
+from guide.format import format_number
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker, tokens_input
+
+KEYS = ("dp_model", "dp_gpu", "dp_train", "dp_samples", "dp_tokens", "dp_per_node", "dp_nodes", "dp_network")
+
+
+def duration(seconds: float, ctx: Context) -> str:
+    if seconds < 120:
+        return ctx.t("common.seconds", n=format_number(seconds, 1, ctx.lang))
+    if seconds < 7200:
+        return ctx.t("common.minutes", n=format_number(seconds / 60, 1, ctx.lang))
+    return ctx.t("common.hours", n=format_number(seconds / 3600, 1, ctx.lang))
+
+
+def render(ctx: Context) -> None:
+    c1, c2 = st.columns(2)
+    model = model_picker(ctx, "dp_model", default="llama-3.2-1b", container=c1)
+    gpu = gpu_picker(ctx, "dp_gpu", default="a100-80gb", container=c2)
+    training = st.checkbox(ctx.t("data_parallel.training"), value=False, key="dp_train", bind="query-params")
+    c3, c4 = st.columns(2)
+    samples = tokens_input(ctx, "data_parallel.samples", "dp_samples", 100_000, high=10**9, container=c3, step=1000)
+    tokens = tokens_input(ctx, "data_parallel.tokens", "dp_tokens", 512, high=131_072, container=c4)
+    c5, c6, c7 = st.columns(3)
+    per_node = tokens_input(ctx, "data_parallel.per_node", "dp_per_node", 8, high=16, container=c5, step=1)
+    nodes = tokens_input(ctx, "data_parallel.nodes", "dp_nodes", 1, high=1024, container=c6, step=1)
+    network = c7.selectbox(ctx.t("data_parallel.network"), list(NETWORKS_GBS), key="dp_network",
+                           bind="query-params", disabled=nodes == 1)
+    counts = sorted({1, 2, 4, 8, per_node} & set(range(1, per_node + 1)))
+    if training:
+        one = data_parallel_training(model.summary, gpu, samples, tokens, 1, 1, network)
+        inside = [data_parallel_training(model.summary, gpu, samples, tokens, k, 1, network) for k in counts]
+        across = [data_parallel_training(model.summary, gpu, samples, tokens, per_node, n, network)
+                  for n in sorted({1, 2, 4, nodes})]
+        total = data_parallel_training(model.summary, gpu, samples, tokens, per_node, nodes, network)
+        times = [r.seconds for r in inside] + [r.seconds for r in across[1:]]
+        labels = counts + [per_node * n for n in sorted({1, 2, 4, nodes})][1:]
+        single, final = one.seconds, total.seconds
+        detail = ctx.t("data_parallel.training_detail", comm=format_number(total.communication_seconds * 1000, 1, ctx.lang),
+                       compute=format_number(total.compute_seconds * 1000, 1, ctx.lang))
+    else:
+        batch = max(1, min(largest_batch(model.summary, model.spec, gpu.memory_bytes, tokens), 256))
+        run = generation(model.summary, model.spec, gpu, "bfloat16", batch, tokens, 1)
+        labels = counts + [per_node * n for n in sorted({1, 2, 4, nodes})][1:]
+        times = [data_parallel_inference(run, samples, k) for k in labels]
+        single, final = times[0], data_parallel_inference(run, samples, per_node * nodes)
+        detail = ctx.t("data_parallel.inference_detail", batch=batch)
+    k = per_node * nodes
+    m1, m2, m3 = st.columns(3)
+    m1.metric(ctx.t("data_parallel.one_gpu"), duration(single, ctx))
+    m2.metric(ctx.t("data_parallel.k_gpus", k=k), duration(final, ctx))
+    m3.metric(ctx.t("data_parallel.speedup"), f"×{format_number(single / final, 1, ctx.lang)}")
+    st.caption(detail)
+    fig = go.Figure(go.Scatter(x=labels, y=[single / t for t in times], mode="lines+markers",
+                               name=ctx.t("data_parallel.speedup")))
+    fig.add_scatter(x=labels, y=labels, mode="lines", line_dash="dot", name=ctx.t("data_parallel.ideal"))
+    base_layout(fig, ctx.t("data_parallel.x_axis"), ctx.t("data_parallel.speedup"), ctx.lang, height=320)
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="dp_chart")
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="data-parallel",
+    render=render,
+    params=(Param("dp_model", "meta-llama/Meta-Llama-3-8B"), Param("dp_gpu", "NVIDIA H100 SXM"),
+            Param("dp_train", "true"), Param("dp_samples", "5000"), Param("dp_tokens", "2048"),
+            Param("dp_per_node", "4"), Param("dp_nodes", "4"),
+            Param("dp_network", "Ethernet 25 Gb/s", given=(("dp_train", "true"), ("dp_nodes", "4")))),
+)

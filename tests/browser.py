@@ -1,0 +1,86 @@
+"""A running guide and a real browser (Debian's chromium driven by Playwright)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class GuideServer:
+    """`streamlit run Home.py` on a free loopback port, for the duration of a test session."""
+
+    def __init__(self, extra_env: dict | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", **(extra_env or {})}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "Home.py", "--server.port", str(self.port),
+             "--server.address", "127.0.0.1", "--server.headless", "true"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+
+    def wait(self, timeout: float = 60) -> "GuideServer":
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("streamlit exited: " + self.process.stderr.read().decode()[-2000:])
+            try:
+                with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.3)
+        raise TimeoutError("streamlit did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def launch_browser(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def wait_for_page(page, timeout: float = 30_000) -> None:
+    """Until the chapter's title is drawn and Streamlit has finished running the script."""
+    page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=timeout)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+
+
+def heading_in_view(page, anchor: str, timeout: float = 10_000) -> bool:
+    """True once the heading with this id sits in the top part of the viewport."""
+    try:
+        page.wait_for_function(
+            """(id) => { const h = document.getElementById(id);
+                         if (!h) return false;
+                         const top = h.getBoundingClientRect().top;
+                         return top >= 0 && top < window.innerHeight / 2; }""",
+            arg=anchor, timeout=timeout)
+        return True
+    except Exception:
+        return False
+
+
+def wait_for_title(page, title: str, timeout: float = 30_000) -> None:
+    page.wait_for_function(
+        "(t) => { const h = document.querySelector(\"[data-testid='stMainBlockContainer'] h1\"); return !!h && h.innerText === t; }",
+        arg=title, timeout=timeout)

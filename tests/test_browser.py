@@ -1,0 +1,130 @@
+"""The guide in a real browser: links that land, navigation that keeps the language,
+calculators that update and links that reproduce them."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from guide import chapters
+from tests.browser import GuideServer, heading_in_view, launch_browser, wait_for_page, wait_for_title
+
+pytestmark = pytest.mark.browser
+LANGS = ("en", "fr")
+
+
+@pytest.fixture(scope="module")
+def server():
+    guide = GuideServer().wait()
+    yield guide
+    guide.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = launch_browser(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def open_url(page, url: str):
+    page.goto(url)
+    wait_for_page(page)
+    return page
+
+
+def widget_text(page, name: str) -> str:
+    return page.locator(f".st-key-widget-{name}").inner_text()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("chapter", chapters.CHAPTERS[1:], ids=lambda c: c.slug)
+def test_every_contract_deep_link_lands(server, page, chapter, lang):
+    for anchor in chapter.anchors:
+        open_url(page, f"{server.url}/{chapter.slug}?lang={lang}#{anchor}")
+        assert heading_in_view(page, anchor), f"{chapter.slug}#{anchor} ({lang}) is not in view"
+        assert page.locator("h1").first.inner_text() == chapter.title(lang)
+
+
+def test_next_walks_the_whole_registry_and_keeps_the_language(server, page):
+    open_url(page, f"{server.url}/?lang=fr")
+    visited = [page.locator("h1").first.inner_text()]
+    for expected in chapters.CHAPTERS[1:]:
+        page.locator("a[data-testid='stPageLink-NavLink']", has_text="Suivant").click()
+        page.wait_for_url(re.compile(rf"/{expected.slug}\?"))
+        wait_for_page(page)
+        wait_for_title(page, expected.title("fr"))
+        assert "lang=fr" in page.url
+        visited.append(page.locator("h1").first.inner_text())
+    assert visited == [c.title("fr") for c in chapters.CHAPTERS]
+    for expected in reversed(chapters.CHAPTERS[:-1]):
+        page.locator("a[data-testid='stPageLink-NavLink']", has_text="Précédent").click()
+        wait_for_title(page, expected.title("fr"))
+        assert "lang=fr" in page.url
+
+
+def test_sidebar_links_keep_the_language(server, page):
+    open_url(page, f"{server.url}/?lang=fr")
+    page.locator("[data-testid='stSidebar'] a[data-testid='stPageLink-NavLink']", has_text="lent").click()
+    wait_for_title(page, "Mon modèle est très lent")
+    assert re.search(r"/slow-model\?lang=fr", page.url)
+
+
+def test_language_switch_keeps_page_section_and_values(server, page):
+    open_url(page, f"{server.url}/slow-model?lang=en&bs_prompt=4096#data-parallelism")
+    assert heading_in_view(page, "data-parallelism")
+    page.locator("a[data-guide-lang='fr']").click()
+    page.wait_for_url(re.compile(r"lang=fr"))
+    wait_for_page(page)
+    assert "/slow-model" in page.url and page.url.endswith("#data-parallelism") and "bs_prompt=4096" in page.url
+    assert page.locator("h1").first.inner_text() == "Mon modèle est très lent"
+    assert heading_in_view(page, "data-parallelism")
+
+
+def test_a_link_to_another_chapter_lands_on_its_section(server, page):
+    open_url(page, f"{server.url}/?lang=fr")
+    page.get_by_role("link", name="traiter plusieurs échantillons à la fois").click()
+    page.wait_for_url(re.compile(r"/slow-model\?lang=fr#batch-size"))
+    wait_for_page(page)
+    assert heading_in_view(page, "batch-size")
+
+
+def test_a_widget_interaction_updates_the_figure_and_the_url(server, page):
+    open_url(page, f"{server.url}/?lang=en")
+    page.wait_for_function("() => document.querySelector('.st-key-widget-quick-check').innerText.includes('14.96 GiB')")
+    started = time.perf_counter()
+    page.locator(".st-key-widget-quick-check [data-testid='stSelectbox']", has_text="Precision").click()
+    page.get_by_role("option", name="int4", exact=True).click()
+    page.wait_for_function("() => document.querySelector('.st-key-widget-quick-check').innerText.includes('3.74 GiB')")
+    assert time.perf_counter() - started < 10
+    assert "14.96 GiB" not in widget_text(page, "quick-check")
+    assert "qc_dtype=int4" in page.url
+
+
+def test_a_shared_calculator_url_reproduces_the_result(server, browser, page):
+    open_url(page, f"{server.url}/slow-model?lang=fr&bs_model=mistralai%2FMistral-7B-v0.1&bs_prompt=4096")
+    widget = page.locator(".st-key-widget-batch-size")
+    result = widget.locator("[data-testid='stAlertContentSuccess'], [data-testid='stAlertContentError']").inner_text()
+    widget.locator("[data-testid='stPopover'] button").click()
+    shared = page.locator("[data-testid='stPopoverBody'] code").inner_text().strip()
+    assert "bs_prompt=4096" in shared and shared.endswith("#batch-size") and "lang=fr" in shared
+    other = browser.new_context(locale="en-US").new_page()
+    open_url(other, shared)
+    again = other.locator(".st-key-widget-batch-size [data-testid='stAlertContentSuccess'], "
+                          ".st-key-widget-batch-size [data-testid='stAlertContentError']").inner_text()
+    assert again == result
+    assert heading_in_view(other, "batch-size")
+    other.context.close()

@@ -1,0 +1,72 @@
+"""One parametrised test over every widget (as streamlit-extras does over its extras): each
+renders in both languages, takes every bound input from the URL, and changes its result
+when that input changes. URL values are the same in both languages."""
+
+from __future__ import annotations
+
+import pytest
+
+from guide import chapters
+from guide.markdown import parse, widget_names
+from guide.widgets import registry
+from tests.apptest import fingerprint, open_page
+
+WIDGETS = sorted(registry())
+
+
+def home_of(name: str) -> str:
+    for chapter in chapters.CHAPTERS:
+        if name in widget_names(parse(chapter.content_path("en").read_text())):
+            return chapter.slug
+    raise AssertionError(f"widget {name} is in no chapter")
+
+
+def url_form(at, key: str) -> str | None:
+    """The value a bound widget holds, written as it appears in a URL."""
+    for finder in (at.selectbox, at.number_input, at.checkbox, at.text_input, at.slider, at.radio):
+        try:
+            widget = finder(key=key)
+        except KeyError:
+            continue
+        if finder == at.selectbox or finder == at.radio:
+            return widget.options[widget.index]
+        if finder == at.checkbox:
+            return "true" if widget.value else "false"
+        value = widget.value
+        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+    return None
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+@pytest.mark.parametrize("name", WIDGETS)
+def test_widget_reads_every_input_from_the_url(name, lang):
+    widget = registry()[name]
+    slug = home_of(name)
+    default = open_page(slug, lang)
+    assert not default.exception, [e.value for e in default.exception]
+    filled = open_page(slug, lang, **{p.key: p.example for p in widget.params})
+    assert not filled.exception, [e.value for e in filled.exception]
+    for param in widget.params:
+        assert url_form(filled, param.key) == param.example, param.key
+        assert url_form(default, param.key) != param.example, f"{param.key}: example equals the default"
+    assert fingerprint(filled) != fingerprint(default)
+
+
+@pytest.mark.parametrize("name", WIDGETS)
+def test_each_input_changes_the_result(name):
+    widget = registry()[name]
+    slug = home_of(name)
+    for param in widget.params:
+        baseline = fingerprint(open_page(slug, "en", **dict(param.given)))
+        changed = open_page(slug, "en", **dict(param.given), **{param.key: param.example})
+        assert not changed.exception
+        assert fingerprint(changed) != baseline, f"{name}: changing {param.key} changed nothing"
+
+
+@pytest.mark.parametrize("name", WIDGETS)
+def test_url_values_mean_the_same_in_both_languages(name):
+    widget = registry()[name]
+    query = {p.key: p.example for p in widget.params}
+    en = open_page(home_of(name), "en", **query)
+    fr = open_page(home_of(name), "fr", **query)
+    assert [url_form(en, p.key) for p in widget.params] == [url_form(fr, p.key) for p in widget.params]
