@@ -13,7 +13,7 @@ import warnings
 
 from .configs import check_config
 from .errors import CalculatorError
-from .summary import ModelSummary, Unit
+from .summary import Linear, ModelSummary, Unit
 
 MODEL_CLASSES = ("auto", "base")
 # Config keys that give the number of routed experts and how many each token uses.
@@ -137,6 +137,7 @@ def summarize(model, config, model_class: str) -> ModelSummary:
         units=units,
         groups=_parameter_groups(model),
         no_split_modules=no_split,
+        linears=_linears(model),
     )
 
 
@@ -208,6 +209,49 @@ def _parameter_groups(model) -> dict[str, int]:
             full = f"{module_name}.{pname}" if module_name else pname
             groups[_group_of(full, pname, param, module, head_ids, torch)] += param.numel()
     return groups
+
+
+def _linears(model) -> tuple[Linear, ...]:
+    """Every weight matrix of the model, grouped by (module name, in, out), in model order.
+    nn.Linear stores [out, in]; GPT-2's Conv1D stores [in, out]; fused experts store
+    [experts, out, in]. Shared matrices count once; an output head tied to the input
+    embeddings is listed as kind "tied-head" (its weights are the embedding's)."""
+    import torch
+
+    head_ids: set[int] = set()
+    try:
+        head = model.get_output_embeddings()
+        if head is not None and getattr(head, "weight", None) is not None:
+            head_ids.add(id(head.weight))
+    except (AttributeError, NotImplementedError, TypeError):
+        pass
+    found: dict[tuple, list] = {}
+    seen: set[int] = set()
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    for module_name, module in model.named_modules():
+        if isinstance(module, torch.nn.Embedding) or _NORM_CLASS.search(type(module).__name__):
+            continue
+        for pname, param in module.named_parameters(recurse=False):
+            full = f"{module_name}.{pname}" if module_name else pname
+            matrix = param.dim() == 2 or (param.dim() == 3 and _is_expert(full))
+            if id(param) in seen or not matrix or pname == "bias" or pname.endswith("_bias"):
+                continue
+            seen.add(id(param))
+            if param.dim() == 3:
+                count, out_f, in_f = param.shape
+                name, kind = pname, "experts"
+            else:
+                out_f, in_f = param.shape
+                if type(module).__name__ == "Conv1D":
+                    in_f, out_f = param.shape
+                count = 1
+                name = module_name.split(".")[-1] or pname
+                kind = "head" if id(param) in head_ids else ("experts" if _is_expert(full) else "linear")
+                if id(param) in embeddings:
+                    kind = "tied-head"
+            key = (name, int(in_f), int(out_f), kind)
+            found.setdefault(key, [0])[0] += int(count)
+    return tuple(Linear(name, i, o, n[0], kind) for (name, i, o, kind), n in found.items())
 
 
 def _group_of(full: str, pname: str, param, module, head_ids: set[int], torch) -> str:

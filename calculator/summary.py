@@ -39,6 +39,24 @@ class Unit:
 
 
 @dataclass(frozen=True)
+class Linear:
+    """Matrices of one shape that share a module name: `count` matrices of in x out weights
+    named `name` (q_proj, down_proj, lm_head...). kind: linear, experts (a fused expert
+    tensor counts one matrix per expert) or head. Quantization, tensor parallelism and LoRA
+    are computed from these real shapes."""
+
+    name: str
+    in_features: int
+    out_features: int
+    count: int
+    kind: str = "linear"
+
+    @property
+    def parameters(self) -> int:
+        return self.in_features * self.out_features * self.count
+
+
+@dataclass(frozen=True)
 class ModelSummary:
     architecture: str
     model_type: str
@@ -51,6 +69,7 @@ class ModelSummary:
     units: tuple[Unit, ...]
     groups: dict[str, int] = field(default_factory=dict)
     no_split_modules: tuple[str, ...] = ()
+    linears: tuple[Linear, ...] = ()
 
     @property
     def buffers_bytes(self) -> int:
@@ -78,12 +97,15 @@ class ModelSummary:
         data = asdict(self)
         data["units"] = [list(_unit_row(u)) for u in self.units]
         data["no_split_modules"] = list(self.no_split_modules)
+        data["linears"] = [[m.name, m.in_features, m.out_features, m.count, m.kind] for m in self.linears]
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelSummary":
         units = tuple(Unit(*row) for row in data["units"])
-        return cls(**{**data, "units": units, "no_split_modules": tuple(data.get("no_split_modules", ()))})
+        linears = tuple(Linear(*row) for row in data.get("linears", ()))
+        return cls(**{**data, "units": units, "no_split_modules": tuple(data.get("no_split_modules", ())),
+                      "linears": linears})
 
 
 def _unit_row(unit: Unit) -> tuple:

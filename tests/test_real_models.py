@@ -83,3 +83,21 @@ def test_dense_models_have_no_active_count():
 def test_trainable_equals_parameters_for_a_fresh_model():
     summary = count_config(load_test_config("tiny-llama"))
     assert summary.trainable_parameters == summary.parameters
+
+
+def test_matrix_shapes_add_up_to_the_matrix_groups():
+    from calculator import catalog
+
+    for entry in catalog.entries():
+        summary = catalog.stored_summary(entry.key)
+        listed = sum(m.parameters for m in summary.linears if m.kind != "tied-head")
+        assert listed == summary.groups["linear"] + summary.groups["experts"] + summary.groups["head"], entry.key
+
+
+def test_matrix_shapes_of_llama_by_hand():
+    summary = count_config(load_test_config("tiny-llama"))  # hidden 64, 4 heads, 2 KV heads, MLP 172
+    shapes = {m.name: (m.in_features, m.out_features, m.count, m.kind) for m in summary.linears}
+    assert shapes["q_proj"] == (64, 64, 3, "linear")
+    assert shapes["k_proj"] == (64, 32, 3, "linear")
+    assert shapes["down_proj"] == (172, 64, 3, "linear")
+    assert shapes["lm_head"] == (64, 1000, 1, "head")
