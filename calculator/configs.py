@@ -107,6 +107,12 @@ def check_config(config: dict) -> None:
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or not model_type.strip():
         raise CalculatorError("config_no_model_type")
+    architectures = config.get("architectures")
+    if architectures is not None and not (isinstance(architectures, list)
+                                          and all(isinstance(a, str) for a in architectures)):
+        raise CalculatorError("config_bad_architectures", value=_show(architectures))
+    if config.get("auto_map") is not None and not isinstance(config.get("auto_map"), dict):
+        raise CalculatorError("config_bad_auto_map", value=_show(config["auto_map"]))
     _check_values(config, depth=0)
     rough = rough_parameter_count(config)
     if rough > MAX_ROUGH_PARAMETERS:
@@ -117,7 +123,11 @@ def _check_values(table: dict, depth: int) -> None:
     if depth > MAX_NESTING:
         raise CalculatorError("config_too_nested", name="config.json", limit=MAX_NESTING)
     for key, value in table.items():
-        if isinstance(value, dict):
+        if key in _LIMIT_OF_KEY and value is not None:
+            low, high = _LIMIT_OF_KEY[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise CalculatorError("config_bad_value", key=key, value=_show(value), low=low, high=high)
+        elif isinstance(value, dict):
             if key in ("id2label", "label2id"):
                 if len(value) > MAX_LABELS:
                     raise CalculatorError("config_bad_value", key=key, value=len(value), low=0, high=MAX_LABELS)
@@ -125,12 +135,6 @@ def _check_values(table: dict, depth: int) -> None:
             _check_values(value, depth + 1)
         elif isinstance(value, list):
             _check_list(key, value, depth + 1)
-        elif key in _LIMIT_OF_KEY and value is not None:
-            low, high = _LIMIT_OF_KEY[key]
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise CalculatorError("config_bad_value", key=key, value=_show(value), low=low, high=high)
-            if not low <= value <= high:
-                raise CalculatorError("config_bad_value", key=key, value=_show(value), low=low, high=high)
 
 
 def _check_list(key: str, values: list, depth: int) -> None:
@@ -144,7 +148,10 @@ def _check_list(key: str, values: list, depth: int) -> None:
 
 
 def _show(value: object) -> str:
-    shown = json.dumps(value, ensure_ascii=True) if not isinstance(value, str) else repr(value)
+    try:
+        shown = json.dumps(value, ensure_ascii=True) if not isinstance(value, str) else repr(value)
+    except (TypeError, ValueError):
+        shown = type(value).__name__
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
