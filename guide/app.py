@@ -20,4 +20,21 @@ def run() -> None:
     # Page files live in chapter_pages/, not pages/: a pages/ folder makes Streamlit start
     # in its old multipage mode, and the first visitor after a restart who opens a chapter
     # directly gets a "Page not found" dialog (streamlit/streamlit#8860).
-    st.navigation(pages, position="hidden").run()
+    page = st.navigation(pages, position="hidden")
+    st.session_state["unknown_page"] = unknown_page_requested(page.url_path)
+    page.run()
+
+
+def unknown_page_requested(served_path: str) -> str | None:
+    """The page name the browser asked for when Streamlit fell back to the home page because
+    no chapter has it (/nope): the home page then says so in the reader's language."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    try:
+        wanted = get_script_run_ctx().pages_manager.intended_page_name
+    except AttributeError:  # not in a script run, or a Streamlit without this attribute
+        return None
+    known = {chapter.slug for chapter in chapters.CHAPTERS}
+    if served_path == "" and isinstance(wanted, str) and wanted and wanted not in known:
+        return wanted
+    return None

@@ -18,6 +18,8 @@ from guide.widgets import Context, render_widget
 # Headings land below Streamlit's top bar; links to sections keep the reader's language.
 _STYLE = """<style>
 h1[id], h2[id], h3[id], h4[id] { scroll-margin-top: 4.5rem; }
+.guide-missing-section { position: fixed; top: 4rem; left: 50%; transform: translateX(-50%); z-index: 1000;
+  background: #fff4e5; color: #663c00; border: 1px solid #ffb74d; border-radius: 0.5rem; padding: 0.6rem 1rem; }
 .st-key-nav-footer a p { font-size: 1rem; }
 </style>"""
 
@@ -30,20 +32,26 @@ _PAGE_SCRIPT = """<script>
   const target = decodeURIComponent(window.location.hash.slice(1));
   const key = window.location.pathname + window.location.search + "#" + target;
   if (target && window.__guideScrolledTo !== key) {
+    window.__guideScrolledTo = key;
     let tries = 0;
     const timer = setInterval(function () {
       const heading = document.getElementById(target);
       if (heading) {
         heading.scrollIntoView({block: "start"});
-        window.__guideScrolledTo = key;
         clearInterval(timer);
-      } else if (++tries > 60) {
+      } else if (++tries > 30) {
         clearInterval(timer);
+        const note = document.createElement("div");
+        note.setAttribute("role", "status");
+        note.className = "guide-missing-section";
+        note.textContent = MISSING_SECTION.replace("{section}", target.slice(0, 60));
+        document.body.appendChild(note);
+        setTimeout(function () { note.remove(); }, 10000);
       }
     }, 100);
   }
   if (!window.__guideLinkObserver) {
-    const sameTab = function () {
+    const tidy = function () {
       document.querySelectorAll("[data-testid='stMarkdownContainer'] a[target='_blank']").forEach(function (link) {
         const href = link.getAttribute("href") || "";
         if (!/^[a-z][a-z0-9+.-]*:/i.test(href) && !href.startsWith("//")) {
@@ -51,10 +59,16 @@ _PAGE_SCRIPT = """<script>
           link.removeAttribute("rel");
         }
       });
+      // Streamlit's own "Page not found" dialog is in English only; the page says it instead.
+      document.querySelectorAll(".stDialog [role='dialog']").forEach(function (dialog) {
+        const title = dialog.querySelector("h2");
+        const close = dialog.querySelector("button[aria-label='Close']");
+        if (title && title.textContent === "Page not found" && close) { close.click(); }
+      });
     };
-    window.__guideLinkObserver = new MutationObserver(sameTab);
+    window.__guideLinkObserver = new MutationObserver(tidy);
     window.__guideLinkObserver.observe(document.body, {childList: true, subtree: true});
-    sameTab();
+    tidy();
   }
 })();
 </script>"""
@@ -100,6 +114,9 @@ def render_page(slug: str) -> None:
     _frame(chapter, lang, blocks)
     if unknown is not None:
         st.warning(t("frame.unknown_language", asked=escape_markdown(unknown, 20)))
+    missing_page = st.session_state.get("unknown_page") if not slug else None
+    if missing_page:
+        st.warning(t("frame.unknown_page", page=escape_markdown(missing_page, 60)))
     slugs = {c.slug for c in chapters.CHAPTERS if c.slug}
     anchor = "top"
     for block in blocks:
@@ -113,7 +130,8 @@ def render_page(slug: str) -> None:
         elif isinstance(block, ChapterList):
             _chapter_list(lang)
     _footer(chapter, lang)
-    st.html(_PAGE_SCRIPT, unsafe_allow_javascript=True)
+    script = _PAGE_SCRIPT.replace("MISSING_SECTION", json.dumps(t("frame.unknown_section")))
+    st.html(script, unsafe_allow_javascript=True)
 
 
 def _frame(chapter: Chapter, lang: str, blocks) -> None:

@@ -128,3 +128,22 @@ def test_a_shared_calculator_url_reproduces_the_result(server, browser, page):
     assert again == result
     assert heading_in_view(other, "batch-size")
     other.context.close()
+
+
+def test_an_unknown_page_says_so_in_the_readers_language(server, page):
+    open_url(page, f"{server.url}/?lang=fr")  # the first visit of a session
+    open_url(page, f"{server.url}/no-such-page%3Cb%3E?lang=fr")
+    warning = page.locator("[data-testid='stAlertContentWarning']").first
+    warning.wait_for()
+    assert "« no-such-page<b> »" in warning.inner_text()
+    assert page.locator("[role='dialog']").count() == 0  # Streamlit's English dialog is closed
+    assert page.locator("b", has_text="»").count() == 0  # the typed HTML stays text
+
+
+def test_an_unknown_section_says_so_and_shows_the_top(server, page):
+    open_url(page, f"{server.url}/slow-model?lang=fr#no-such-section")
+    notice = page.locator(".guide-missing-section")
+    notice.wait_for(timeout=10_000)
+    assert "« no-such-section »" in notice.inner_text()
+    assert page.locator("h1").first.inner_text() == "Mon modèle est très lent"
+    assert page.evaluate("() => document.querySelector('h1').getBoundingClientRect().top") >= 0  # at the top
