@@ -136,7 +136,8 @@ def test_an_unknown_page_says_so_in_the_readers_language(server, page):
     warning = page.locator("[data-testid='stAlertContentWarning']").first
     warning.wait_for()
     assert "« no-such-page<b> »" in warning.inner_text()
-    assert page.locator("[role='dialog']").count() == 0  # Streamlit's English dialog is closed
+    # Streamlit's English dialog is closed
+    page.wait_for_function("() => !document.querySelector(\"[role='dialog']\")", timeout=10_000)
     assert page.locator("b", has_text="»").count() == 0  # the typed HTML stays text
 
 
