@@ -198,8 +198,36 @@ def _run_data_parallel(args) -> int:
     return 0
 
 
+def _add_safetensors(commands) -> None:
+    p = commands.add_parser("safetensors", help="parameters per dtype of a Hub checkpoint, from its safetensors headers")
+    p.add_argument("repo", metavar="HUB_ID", help="a Hub id (only the headers of the weight files are read)")
+    p.add_argument("--json", action="store_true", help="one JSON object, sizes in bytes")
+    p.set_defaults(run=_run_safetensors)
+
+
+def _run_safetensors(args) -> int:
+    from .safetensors import read_headers
+
+    count = read_headers(args.repo)
+    if args.json:
+        _print_json(count.to_json())
+        return 0
+    largest = count.largest_unit()
+    print(f"Model:      {count.repo} (safetensors headers: {count.files} file(s), {count.tensors} tensors)")
+    print(f"Parameters: {format_count(count.elements)} stored elements")
+    rows = [[d.dtype, format_count(d.elements), format_bytes(d.bytes)] for d in count.dtypes]
+    print(render_table(["dtype", "elements", "bytes"], rows))
+    print(f"Stored:     {format_bytes(count.stored_bytes)}")
+    if largest is not None:
+        print(f"Largest layer (from tensor names): {largest.name} ({format_count(largest.parameters)} elements)")
+    if count.packed:
+        print("Integer tensors hold packed or quantized weights: their elements are not a weight count; the bytes are exact.")
+    print("Units: GiB = 2^30 bytes. No weights were downloaded.")
+    return 0
+
+
 # Each command registers itself here; later chapters append theirs.
-COMMANDS = [_add_estimate, _add_catalog, _add_refresh, _add_speed, _add_data_parallel]
+COMMANDS = [_add_estimate, _add_catalog, _add_refresh, _add_speed, _add_data_parallel, _add_safetensors]
 
 
 def render_table(headers: list[str], rows: list[list[str]]) -> str:

@@ -146,9 +146,27 @@ def spec_for_config(config: dict) -> ArchSpec:
     return _spec_of_json(json.dumps(config, sort_keys=True))
 
 
-def resolve_config(config: dict, name: str, model_class: str = "auto") -> ResolvedModel:
-    """A config the user supplied as data (an upload): never runs remote code."""
-    return ResolvedModel(name, "local", summary_for_config(config, model_class), spec_for_config(config))
+def resolve_config(config: dict, name: str, model_class: str = "auto", source: str = "local") -> ResolvedModel:
+    """A config the user supplied as data (an upload, or a Hub config already fetched):
+    never runs remote code."""
+    return ResolvedModel(name, source, summary_for_config(config, model_class), spec_for_config(config))
+
+
+def header_count_reason(config: dict) -> str | None:
+    """Why a Hub checkpoint's safetensors headers should be read, given its config:
+    "remote_code" (its classes live in the repository, and we never run that code),
+    "unknown_type" (this transformers has no class for it), "quantized" (the config builds
+    the full-precision model; the headers say what the checkpoint stores). None when the
+    config alone gives the count. Absurd configs are refused first."""
+    from .configs import check_config
+    from .meta import needs_remote_code
+
+    check_config(config)
+    if needs_remote_code(config):
+        return "remote_code" if config.get("auto_map") else "unknown_type"
+    if config.get("quantization_config"):
+        return "quantized"
+    return None
 
 
 def resolve_model(name: str, model_class: str = "auto", allow_local: bool = True,

@@ -48,6 +48,20 @@ CHAPTERS: tuple[Chapter, ...] = (
         icon=":material/speed:",
         anchors=("batch-size", "data-parallelism", "inference-code", "precision"),
     ),
+    Chapter(
+        slug="memory-estimate",
+        page="chapter_pages/memory_estimate.py",
+        titles={"en": "How much memory does my model need?", "fr": "De combien de mémoire mon modèle a-t-il besoin ?"},
+        icon=":material/memory:",
+        anchors=("rule-of-thumb", "exact-count", "inference-overhead", "units"),
+    ),
+    Chapter(
+        slug="estimator",
+        page="chapter_pages/estimator.py",
+        titles={"en": "Model memory estimator", "fr": "Estimateur de mémoire des modèles"},
+        icon=":material/calculate:",
+        anchors=("estimate", "safetensors-count", "take-away", "limits"),
+    ),
 )
 
 

@@ -24,29 +24,51 @@ h1[id], h2[id], h3[id], h4[id] { scroll-margin-top: 4.5rem; }
 </style>"""
 
 # Streamlit scrolls to the URL's #section only on a tab's first load; after moving inside
-# the app it does not. This scrolls once the section's heading exists, for every new URL.
+# the app it does not. This scrolls once the section's heading exists, for every new URL,
+# and again while the page is still arriving (the content below a heading can come after
+# it, and until it does the page is too short to bring the heading to the top), until the
+# heading stays in place or the reader scrolls or clicks.
 # It also keeps links between chapters in the same tab: Streamlit opens every markdown link
 # in a new one.
 _PAGE_SCRIPT = """<script>
 (function () {
   const target = decodeURIComponent(window.location.hash.slice(1));
   const key = window.location.pathname + window.location.search + "#" + target;
-  if (target && window.__guideScrolledTo !== key) {
-    window.__guideScrolledTo = key;
-    let tries = 0;
+  if (target && window.__guideScrolledTo !== key && window.__guideScrolling !== key) {
+    window.__guideScrolling = key;
+    let tries = 0, steady = 0, moved = false;
+    const stop = function () { moved = true; };
+    ["wheel", "touchstart", "keydown", "mousedown"].forEach(function (name) {
+      window.addEventListener(name, stop, {once: true, passive: true});
+    });
     const timer = setInterval(function () {
       const heading = document.getElementById(target);
-      if (heading) {
+      const done = function () {
+        window.__guideScrolledTo = key;
+        window.__guideScrolling = null;
+        clearInterval(timer);
+      };
+      const here = window.location.pathname + window.location.search + window.location.hash;
+      if (moved || ++tries > 100 || decodeURIComponent(here) !== decodeURIComponent(key)) { return done(); }
+      if (!heading) {
+        if (tries === 30) {  // 3 s and still no such heading: say so, stay at the top
+          const note = document.createElement("div");
+          note.setAttribute("role", "status");
+          note.className = "guide-missing-section";
+          note.textContent = MISSING_SECTION.replace("{section}", target.slice(0, 60));
+          document.body.appendChild(note);
+          setTimeout(function () { note.remove(); }, 10000);
+          done();
+        }
+        return;
+      }
+      const top = heading.getBoundingClientRect().top;
+      const wanted = parseFloat(getComputedStyle(heading).scrollMarginTop) || 0;
+      if (Math.abs(top - wanted) > 4) {
         heading.scrollIntoView({block: "start"});
-        clearInterval(timer);
-      } else if (++tries > 30) {
-        clearInterval(timer);
-        const note = document.createElement("div");
-        note.setAttribute("role", "status");
-        note.className = "guide-missing-section";
-        note.textContent = MISSING_SECTION.replace("{section}", target.slice(0, 60));
-        document.body.appendChild(note);
-        setTimeout(function () { note.remove(); }, 10000);
+        steady = 0;
+      } else if (++steady >= 8) {
+        done();
       }
     }, 100);
   }

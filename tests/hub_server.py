@@ -1,8 +1,9 @@
 """A small HTTP server that answers the requests huggingface_hub makes, like the real Hub.
 
 Repositories are plain dicts of file name -> bytes. It speaks the parts of the protocol the
-client relies on: X-Repo-Commit and ETag headers, X-Error-Code on 401/403/404, Range reads,
-and the model-info API. Nothing of the client is mocked.
+client relies on: X-Repo-Commit and ETag headers, X-Error-Code on 401/403/404, Range reads
+(with the bytes sent per file recorded, so tests can show that only headers were read), and
+the model-info API. Nothing of the client is mocked.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class FakeHub:
         self.repos: dict[str, dict[str, bytes]] = {}
         self.gated: set[str] = set()
         self.requests: list[str] = []
+        self.sent_bytes: dict[str, int] = {}  # file path -> body bytes sent (proves Range reads)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -95,6 +97,7 @@ class FakeHub:
                 self.send_header("Content-Type", "application/octet-stream")
                 self.end_headers()
                 if send_body:
+                    hub.sent_bytes[path] = hub.sent_bytes.get(path, 0) + len(chunk)
                     self.wfile.write(chunk)
 
             def _model_info(self, repo: str, send_body: bool) -> None:

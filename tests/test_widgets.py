@@ -22,12 +22,15 @@ def home_of(name: str) -> str:
 
 
 def url_form(at, key: str) -> str | None:
-    """The value a bound widget holds, written as it appears in a URL."""
-    for finder in (at.selectbox, at.number_input, at.checkbox, at.text_input, at.slider, at.radio):
+    """The value a bound widget holds, written as it appears in a URL (a multiselect's
+    choices joined with '&', as repeated URL parameters)."""
+    for finder in (at.selectbox, at.number_input, at.checkbox, at.text_input, at.slider, at.radio, at.multiselect):
         try:
             widget = finder(key=key)
         except KeyError:
             continue
+        if finder == at.multiselect:
+            return "&".join(widget.options[i] for i in widget.indices)
         if finder == at.selectbox or finder == at.radio:
             return widget.options[widget.index]
         if finder == at.checkbox:

@@ -79,7 +79,10 @@ def share_url(ctx: Context, keys: list[str] | tuple[str, ...]) -> str:
     return f"{base}?{urlencode(pairs)}#{ctx.anchor}"
 
 
-def share_box(ctx: Context, keys: list[str] | tuple[str, ...]) -> None:
+def share_box(ctx: Context, keys: list[str] | tuple[str, ...], note: str | None = None) -> None:
+    """The link that reopens this calculation; `note` says what it cannot carry (a file)."""
     with st.popover(ctx.t("frame.share"), icon=":material/share:"):
         st.caption(ctx.t("frame.share_help"))
+        if note:
+            st.warning(note, icon=":material/info:")
         st.code(share_url(ctx, keys), language=None, wrap_lines=True)

@@ -1,0 +1,156 @@
+"""estimator#estimate: the full memory estimator. A model from the catalog, the Hub or an
+uploaded config.json; the precisions to show; the model class (the checkpoint's own, or the
+base model as accelerate builds it); GPUs to compare with. Out: the per-precision table, a
+fit table and chart against the GPUs, the counts and the shape, and the take-away forms
+(markdown, CSV, a link)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.estimate import fit_verdict, rows_for
+from calculator.gpus import gpus
+from calculator.precision import DEFAULT_DTYPES, DTYPES
+from guide.charts import GIB, base_layout, capacity_line
+from guide.format import escape_markdown, format_bytes, format_count
+from guide.widgets import Context, Param, Widget
+from guide.widgets.estimate_table import parameters_line, records, table, to_csv, to_markdown
+from guide.widgets.model_source import Counted, count_choice, share, source_inputs, source_keys, source_label
+
+PREFIX = "es"
+KEYS = (*source_keys(PREFIX), "es_dtypes", "es_base", "es_gpus")
+DEFAULT_GPUS = ("rtx4090", "a100-80gb")
+
+
+def render(ctx: Context) -> None:
+    choice = source_inputs(ctx, PREFIX)
+    cards = gpus()
+    c1, c2 = st.columns(2)
+    dtypes = c1.multiselect(ctx.t("estimator.dtypes"), list(DTYPES), default=list(DEFAULT_DTYPES), key="es_dtypes",
+                            bind="query-params", help=ctx.t("common.dtype_help"), wrap=True)
+    picked = c2.multiselect(ctx.t("estimator.gpus"), list(cards), default=list(DEFAULT_GPUS), key="es_gpus",
+                            format_func=lambda k: cards[k].name, bind="query-params", max_selections=6,
+                            help=ctx.t("common.gpu_help"), wrap=True)
+    base = st.checkbox(ctx.t("estimator.base"), value=False, key="es_base", bind="query-params",
+                       help=ctx.t("estimator.base_help"))
+    counted = count_choice(ctx, choice, "base" if base else "auto")
+    if counted is not None:
+        if not dtypes:
+            st.info(ctx.t("estimator.no_dtypes"))
+        else:
+            _results(ctx, counted, [d for d in DTYPES if d in dtypes], [cards[k] for k in picked], base)
+    share(ctx, choice, KEYS)
+
+
+def _results(ctx: Context, counted: Counted, dtypes: list[str], cards: list, base: bool) -> None:
+    lang = ctx.lang
+    summary = counted.summary
+    st.markdown(source_label(ctx, counted))
+    _header_notes(ctx, counted, base)
+    m1, m2 = st.columns(2)
+    m1.metric(ctx.t("estimator.parameters"), format_count(summary.parameters, lang))
+    if summary.active_parameters:
+        m2.metric(ctx.t("estimator.active"), format_count(summary.active_parameters, lang))
+    else:
+        m2.metric(ctx.t("estimator.buffers"), format_bytes(summary.buffers_bytes, lang))
+    shape = [escape_markdown(summary.architecture, 80)] if summary.architecture else []
+    if counted.spec is not None:
+        shape.append(shape_line(ctx, counted.spec))
+    if shape:
+        st.caption(" · ".join(shape))
+    rows = rows_for(summary, dtypes)
+    headers, cells = table(ctx, rows)
+    st.dataframe(records(headers, cells), hide_index=True, key="es_table")
+    st.caption(ctx.t("estimate_table.note"))
+    if cards:
+        _fit(ctx, rows, cards)
+    _exports(ctx, counted, rows, headers, cells)
+
+
+def _header_notes(ctx: Context, counted: Counted, base: bool) -> None:
+    """Say when the figures come from the safetensors headers, and what that means."""
+    stored = counted.stored
+    if counted.reason in ("remote_code", "unknown_type", "no_config"):
+        st.info(ctx.t(f"estimator.headers_{counted.reason}", files=stored.files, tensors=format_count(stored.tensors, ctx.lang)),
+                icon=":material/info:")
+        if base:
+            st.caption(ctx.t("estimator.headers_no_class"))
+    if counted.reason == "quantized" and stored is not None:
+        st.info(ctx.t("estimator.headers_quantized"), icon=":material/info:")
+    if stored is not None:
+        # dtype names come from the repository's headers: shown as plain text
+        parts = ", ".join(f"{escape_markdown(d.dtype, 16)} {format_count(d.elements, ctx.lang)} "
+                          f"({format_bytes(d.bytes, ctx.lang)})" for d in stored.dtypes[:12])
+        st.markdown(ctx.t("estimator.stored", parts=parts, total=format_bytes(stored.stored_bytes, ctx.lang)))
+        if stored.packed:
+            st.warning(ctx.t("estimator.packed"), icon=":material/warning:")
+    elif counted.reason == "quantized":
+        st.warning(ctx.t("estimator.quantized_no_headers"), icon=":material/warning:")
+
+
+def shape_line(ctx: Context, spec) -> str:
+    """The architecture in one line: kind, layers, widths, attention, vocabulary, experts."""
+    lang = ctx.lang
+    parts = [ctx.t(f"estimator.kind_{spec.kind.replace('-', '_')}"),
+             ctx.t("estimator.shape_layers", layers=spec.layers + spec.encoder_layers),
+             ctx.t("estimator.shape_hidden", hidden=format_count(spec.hidden, lang)),
+             ctx.t("estimator.shape_heads", heads=spec.heads, kv=spec.kv_heads),
+             ctx.t("estimator.shape_mlp" + ("_gated" if spec.gated_mlp else ""),
+                   width=format_count(spec.intermediate, lang))]
+    if spec.vocab:
+        parts.append(ctx.t("estimator.shape_vocab", vocab=format_count(spec.vocab, lang)))
+    if spec.experts:
+        parts.append(ctx.t("estimator.shape_experts", experts=spec.experts, active=spec.experts_per_token))
+    return " · ".join(parts)
+
+
+def _fit(ctx: Context, rows, cards) -> None:
+    """Does each precision fit on each GPU: a table and a chart of the totals."""
+    lang = ctx.lang
+    fits = []
+    for row in rows:
+        line = {ctx.t("estimate_table.col_dtype"): row.dtype}
+        for card in cards:
+            verdict = fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, card.memory_bytes)
+            line[card.name] = ctx.t(f"estimator.fit_{verdict}")
+        fits.append(line)
+    st.dataframe(fits, hide_index=True, key="es_fits")
+    st.caption(ctx.t("estimator.fit_note"))
+    fig = go.Figure()
+    fig.add_bar(x=[r.dtype for r in rows], y=[r.total_bytes / GIB for r in rows], name=ctx.t("estimator.bar_total"),
+                marker_color="#3366cc")
+    fig.add_bar(x=[r.dtype for r in rows], y=[r.rule_of_thumb_bytes / GIB for r in rows],
+                name=ctx.t("estimator.bar_rule"), marker_color="#9ecae1")
+    for card in cards:
+        capacity_line(fig, card.memory_bytes, f"{card.name} ({format_bytes(card.memory_bytes, lang)})")
+    fig.update_layout(barmode="group")
+    base_layout(fig, ctx.t("common.dtype"), ctx.t("common.memory_axis"), lang)
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="es_chart")
+
+
+def _exports(ctx: Context, counted: Counted, rows, headers, cells) -> None:
+    with st.expander(ctx.t("estimator.markdown"), icon=":material/content_copy:"):
+        st.caption(ctx.t("estimator.markdown_help"))
+        st.code(markdown_export(ctx, counted, headers, cells), language="markdown", wrap_lines=False)
+    stem = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in counted.name)[:80] or "model"
+    st.download_button(ctx.t("estimator.csv"), to_csv(counted.name, counted.summary, rows),
+                       file_name=f"memory-{stem}.csv", mime="text/csv", icon=":material/download:",
+                       key="es_csv", on_click="ignore")
+
+
+def markdown_export(ctx: Context, counted: Counted, headers, cells) -> str:
+    """What a support answer pastes: the model, the table as shown, the units."""
+    title = ctx.t("estimator.markdown_title", name=counted.name.replace("`", "'"),
+                  parameters=parameters_line(ctx, counted.summary),
+                  cls=ctx.t("estimator.class_stored" if counted.source == "safetensors"
+                            else f"estimator.class_{counted.summary.model_class}"))
+    return f"{title}\n\n{to_markdown(headers, cells)}\n\n{ctx.t('estimator.markdown_units')}\n"
+
+
+WIDGET = Widget(
+    name="estimator",
+    render=render,
+    params=(Param("es_model", "mistralai/Mixtral-8x7B-v0.1"), Param("es_hub", "openai-community/gpt2"),
+            Param("es_dtypes", "int4"), Param("es_base", "true"), Param("es_gpus", "NVIDIA H100 SXM")),
+)

@@ -1,0 +1,55 @@
+"""memory-estimate#rule-of-thumb: billions of parameters x bytes per parameter x 1.1, with the
+reader's own numbers written into the formula, in GB and in GiB."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.precision import RULE_OF_THUMB_MARGIN, bytes_per_param, parameter_bytes, rule_of_thumb_bytes
+from guide.format import format_bytes, format_number
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import dtype_picker
+
+KEYS = ("rt_params", "rt_dtype")
+MAX_BILLIONS = 10_000.0  # ten trillion parameters: far beyond any model
+
+
+def plain_number(value: float, lang: str, most: int = 3) -> str:
+    """A number as the reader typed it: no trailing zeros, the reader's decimal mark."""
+    decimals = 0
+    while decimals < most and round(value, decimals) != round(value, most):
+        decimals += 1
+    return format_number(value, decimals, lang)
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2 = st.columns(2)
+    billions = c1.number_input(ctx.t("rule_of_thumb.billions"), min_value=0.001, max_value=MAX_BILLIONS, value=7.0,
+                               step=0.5, format="%g", key="rt_params", bind="query-params",
+                               help=ctx.t("rule_of_thumb.billions_help"))
+    dtype = dtype_picker(ctx, "rt_dtype", container=c2)
+    parameters = max(1, round(billions * 1e9))
+    weights = parameter_bytes(parameters, dtype)
+    rule = rule_of_thumb_bytes(parameters, dtype)
+    size = bytes_per_param(dtype)
+    st.markdown(ctx.t(
+        "rule_of_thumb.formula",
+        billions=plain_number(billions, lang), bytes=plain_number(float(size), lang),
+        weights_gb=format_bytes(weights, lang, system="decimal"), weights_gib=format_bytes(weights, lang),
+        margin=plain_number(float(RULE_OF_THUMB_MARGIN), lang),
+        rule_gb=format_bytes(rule, lang, system="decimal"),
+        rule_gib=format_bytes(rule, lang),
+    ))
+    m1, m2, m3 = st.columns(3)
+    m1.metric(ctx.t("rule_of_thumb.weights"), format_bytes(weights, lang, system="decimal"))
+    m2.metric(ctx.t("rule_of_thumb.with_margin"), format_bytes(rule, lang, system="decimal"))
+    m3.metric(ctx.t("rule_of_thumb.as_gpu_tools_show"), format_bytes(rule, lang))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="rule-of-thumb",
+    render=render,
+    params=(Param("rt_params", "70"), Param("rt_dtype", "int4")),
+)

@@ -1,0 +1,137 @@
+"""The estimator in a real browser (Debian's chromium): catalog search as you type, a Hub id
+read from the local server that plays the Hub, a config.json uploaded through the file
+picker, and a shared link that reopens the same estimate."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser import GuideServer, heading_in_view, launch_browser, wait_for_page
+from tests.conftest import CONFIGS, load_test_config
+
+pytestmark = pytest.mark.browser
+WIDGET = ".st-key-widget-estimator"
+
+
+@pytest.fixture(scope="module")
+def fake_hub():
+    from tests.hub_server import FakeHub
+
+    hub = FakeHub()
+    hub.start()
+    hub.add("someone/tiny-llama", {"config.json": load_test_config("tiny-llama")})
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture(scope="module")
+def server(fake_hub, tmp_path_factory):
+    guide = GuideServer({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": fake_hub.url,
+                         "HF_HOME": str(tmp_path_factory.mktemp("hf-home"))}).wait()
+    yield guide
+    guide.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = launch_browser(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, locale="en-US")
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def open_url(page, url: str):
+    page.goto(url)
+    wait_for_page(page)
+    return page
+
+
+def exported_table(page) -> str:
+    """The markdown export (the table as shown), read from the page."""
+    widget = page.locator(WIDGET)
+    if widget.locator("[data-testid='stExpander'] details").get_attribute("open") is None:
+        widget.locator("[data-testid='stExpander'] summary").click()
+    code = widget.locator("[data-testid='stExpander'] code")
+    code.wait_for()
+    return code.inner_text()
+
+
+def wait_for_widget_text(page, text: str, timeout: float = 30_000) -> None:
+    page.wait_for_function("([sel, t]) => { const w = document.querySelector(sel); return !!w && w.innerText.includes(t); }",
+                           arg=[WIDGET, text], timeout=timeout)
+
+
+def test_a_shared_estimator_url_reopens_the_estimate(server, browser, page):
+    open_url(page, f"{server.url}/estimator?lang=fr&es_model=mistralai%2FMixtral-8x7B-v0.1"
+                   "&es_dtypes=bfloat16&es_dtypes=int4&es_base=true&es_gpus=NVIDIA+H100+SXM#estimate")
+    assert heading_in_view(page, "estimate")
+    shown = exported_table(page)
+    assert "Mixtral-8x7B" in shown and "int4" in shown and "float32" not in shown
+    page.locator(f"{WIDGET} [data-testid='stPopover'] button").click()
+    shared = page.locator("[data-testid='stPopoverBody'] code").inner_text().strip()
+    for part in ("lang=fr", "es_model=mistralai%2FMixtral-8x7B-v0.1", "es_dtypes=bfloat16", "es_dtypes=int4",
+                 "es_base=true", "es_gpus=NVIDIA+H100+SXM"):
+        assert part in shared, part
+    assert shared.endswith("#estimate")
+    other = browser.new_context(locale="en-US").new_page()
+    open_url(other, shared)
+    assert heading_in_view(other, "estimate")
+    assert exported_table(other) == shown
+    other.context.close()
+
+
+def test_catalog_search_as_you_type(server, page):
+    open_url(page, f"{server.url}/estimator?lang=en")
+    box = page.locator(f"{WIDGET} [data-testid='stSelectbox']", has_text="catalog")
+    box.click()
+    page.keyboard.type("405")
+    page.get_by_role("option", name="meta-llama/Llama-3.1-405B").click()
+    wait_for_widget_text(page, "405,853,388,800")
+    assert "es_model=meta-llama%2FLlama-3.1-405B" in page.url
+
+
+def test_a_hub_id_typed_in_the_browser(server, fake_hub, page):
+    open_url(page, f"{server.url}/estimator?lang=en")
+    field = page.locator(f"{WIDGET} [data-testid='stTextInput'] input")
+    field.fill("someone/tiny-llama")
+    field.press("Enter")
+    wait_for_widget_text(page, "built from its config.json on the Hub")
+    assert "es_hub=someone%2Ftiny-llama" in page.url
+    assert any("/someone/tiny-llama/resolve/main/config.json" in r for r in fake_hub.requests)
+    field.fill("../etc/passwd")
+    field.press("Enter")
+    wait_for_widget_text(page, "is not a valid Hub id")
+
+
+def test_uploading_a_config_in_the_browser(server, page):
+    open_url(page, f"{server.url}/estimator?lang=fr&es_dtypes=float32")
+    page.locator(f"{WIDGET} [data-testid='stFileUploaderDropzoneInput']").set_input_files(str(CONFIGS / "tiny-llama.json"))
+    wait_for_widget_text(page, "Chiffres pour votre fichier")
+    exported_table(page)
+    page.wait_for_function(  # the export follows the upload (the first upload imports torch: slow)
+        "(sel) => [...document.querySelectorAll(sel + ' [data-testid=\"stExpander\"] code')]"
+        ".some(c => c.innerText.includes('tiny-llama.json'))", arg=WIDGET, timeout=60_000)
+    shown = exported_table(page)
+    assert "tiny-llama.json" in shown and re.search(r"\| float32 \| .* Kio \(", shown)
+    page.locator(f"{WIDGET} [data-testid='stPopover'] button").click()
+    assert "ne peut pas voyager dans un lien" in page.locator("[data-testid='stPopoverBody']").inner_text()
+
+
+def test_a_bad_upload_is_refused_in_the_browser(server, page, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("[1, 2, 3]")
+    open_url(page, f"{server.url}/estimator?lang=en")
+    page.locator(f"{WIDGET} [data-testid='stFileUploaderDropzoneInput']").set_input_files(str(bad))
+    wait_for_widget_text(page, "holds a JSON list, not an object")
