@@ -21,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 import json
 import logging
+import math
 
 from .errors import CalculatorError
 from .gpus import Gpu, host_link
@@ -261,4 +262,10 @@ def tokens_to_hide_transfers(parameters: int, card: Gpu, utilisation: float = 0.
     """Tokens per step from which the GPU's work lasts longer than the transfers."""
     _, link = host_link(card)
     per_token = 6.0 / (card.matmul_tflops("bfloat16") * 1e12 * utilisation)
-    return max(1, int(-(-(4 / (link * 1e9)) // per_token)))
+    tokens = max(1, math.ceil(4 / (link * 1e9) / per_token))
+    # the same comparison as ZeroOffload.hidden, so the threshold agrees with it to the token
+    while tokens > 1 and zero_offload(parameters, card, tokens - 1, utilisation).hidden:
+        tokens -= 1
+    while not zero_offload(parameters, card, tokens, utilisation).hidden:
+        tokens += 1
+    return tokens

@@ -58,6 +58,8 @@ def unit_kind(unit: Unit, summary: ModelSummary) -> str:
     head_names = {m.name for m in summary.linears if m.kind in ("head", "tied-head")}
     if last in head_names or last in ("lm_head", "classifier", "cls", "vocab_projector"):
         return "head"
+    if "rotary" in last:
+        return "other"
     if "emb" in last or last in ("wte", "wpe", "shared", "embed_in", "word_embeddings", "embeddings"):
         return "embedding"
     return "other"

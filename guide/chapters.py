@@ -48,6 +48,27 @@ CHAPTERS: tuple[Chapter, ...] = (
         icon=":material/speed:",
         anchors=("batch-size", "data-parallelism", "inference-code", "precision"),
     ),
+    Chapter(
+        slug="quantization",
+        page="chapter_pages/quantization.py",
+        titles={"en": "Quantization", "fr": "La quantification"},
+        icon=":material/compress:",
+        anchors=("precision-factor", "formats", "accuracy-tradeoff", "kept-modules"),
+    ),
+    Chapter(
+        slug="parallelism",
+        page="chapter_pages/parallelism.py",
+        titles={"en": "Model parallelism", "fr": "Le parallélisme de modèle"},
+        icon=":material/view_column:",
+        anchors=("pipeline-parallelism", "pipeline-bubble", "tensor-parallelism", "data-parallelism"),
+    ),
+    Chapter(
+        slug="cpu-offloading",
+        page="chapter_pages/cpu_offloading.py",
+        titles={"en": "CPU offloading", "fr": "Le déchargement sur le CPU"},
+        icon=":material/memory:",
+        anchors=("device-map", "offload-cost", "zero-offload"),
+    ),
 )
 
 
