@@ -9,7 +9,7 @@ import streamlit as st
 from calculator.parallel import (MAX_STAGES, SCHEDULES, bubble_fraction, peak_in_flight, pipeline_schedule,
                                  schedule_idle_fraction)
 from guide.charts import base_layout
-from guide.format import format_number
+from guide.format import format_number, format_percent
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import tokens_input
 
@@ -28,6 +28,7 @@ def timeline(slots, stages: int, ctx: Context) -> go.Figure:
             marker_color=[PALETTE[s.micro_batch % len(PALETTE)] for s in chosen],
             marker_pattern_shape="/" if phase == "B" else "", marker_line_color="white", marker_line_width=1,
             text=[str(s.micro_batch + 1) for s in chosen], textposition="inside", insidetextanchor="middle",
+            textfont_color="white" if phase == "F" else "#222",
             name=ctx.t(f"parallelism.phase_{phase}"),
             hovertemplate=ctx.t(f"parallelism.phase_{phase}") + " %{text}<extra></extra>",
         )
@@ -49,8 +50,8 @@ def render(ctx: Context) -> None:
     formula = bubble_fraction(stages, micro)
     measured = schedule_idle_fraction(slots, stages)
     m1, m2, m3 = st.columns(3)
-    m1.metric(ctx.t("parallelism.bubble"), f"{format_number(100 * formula, 1, lang)} %")
-    m2.metric(ctx.t("parallelism.measured"), f"{format_number(100 * measured, 1, lang)} %")
+    m1.metric(ctx.t("parallelism.bubble"), format_percent(formula, lang))
+    m2.metric(ctx.t("parallelism.measured"), format_percent(measured, lang))
     m3.metric(ctx.t("parallelism.in_flight"), peak_in_flight(slots, 0))
     st.plotly_chart(timeline(slots, stages, ctx), config={"displayModeBar": False}, key="pb_timeline")
     counts = list(range(1, 65))

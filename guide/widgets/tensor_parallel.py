@@ -8,7 +8,7 @@ import streamlit as st
 from calculator.errors import CalculatorError
 from calculator.parallel import TP_DEGREES, communication_seconds, links_for, tensor_parallel
 from calculator.speed import prefill
-from guide.format import format_bytes, format_number
+from guide.format import format_bytes, format_number, format_percent
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
 
@@ -53,7 +53,7 @@ def render(ctx: Context) -> None:
             rows.append({ctx.t("parallelism.col_link"): link,
                          ctx.t("parallelism.col_gbs"): format_number(gbs, 1, lang),
                          ctx.t("parallelism.col_comm"): format_number(seconds * 1000, 2, lang),
-                         ctx.t("parallelism.col_ratio"): f"{format_number(100 * seconds / compute, 0, lang)} %"})
+                         ctx.t("parallelism.col_ratio"): format_percent(seconds / compute, lang, 0)})
         st.dataframe(rows, hide_index=True)
         st.caption(ctx.t("parallelism.comm_caption", n=result.allreduces_per_forward,
                          size=format_bytes(result.allreduce_bytes, lang), tokens=format_number(tokens, 0, lang),
