@@ -37,6 +37,28 @@ _PAGE_SCRIPT = """<script>
         heading.scrollIntoView({block: "start"});
         window.__guideScrolledTo = key;
         clearInterval(timer);
+        // Charts and calculators above the section take their height after it was found:
+        // keep it near the top until the page has been idle for a moment (or 30 s), unless
+        // the reader scrolls or follows another link first.
+        let moved = false;
+        const stop = function () { moved = true; };
+        ["wheel", "touchstart", "keydown", "mousedown"].forEach(function (name) {
+          window.addEventListener(name, stop, {once: true, passive: true});
+        });
+        let checks = 0, idle = 0;
+        const keeper = setInterval(function () {
+          const again = document.getElementById(target);
+          const current = decodeURIComponent(window.location.hash.slice(1));
+          idle = document.querySelector("[data-testid='stStatusWidget']") ? 0 : idle + 1;
+          if (moved || !again || current !== target || idle > 5 || ++checks > 100) {
+            clearInterval(keeper);
+            return;
+          }
+          const top = again.getBoundingClientRect().top;
+          if (top < 0 || top > window.innerHeight * 0.3) {
+            again.scrollIntoView({block: "start"});
+          }
+        }, 300);
       } else if (++tries > 60) {
         clearInterval(timer);
       }
