@@ -38,7 +38,7 @@ _PAGE_SCRIPT = """<script>
         window.__guideScrolledTo = key;
         clearInterval(timer);
         // Charts and calculators above the section take their height after it was found:
-        // keep it near the top until the page has been idle for a moment (or 30 s), unless
+        // keep it near the top for 8 s and until the page is idle (30 s at most), unless
         // the reader scrolls or follows another link first.
         let moved = false;
         const stop = function () { moved = true; };
@@ -50,7 +50,7 @@ _PAGE_SCRIPT = """<script>
           const again = document.getElementById(target);
           const current = decodeURIComponent(window.location.hash.slice(1));
           idle = document.querySelector("[data-testid='stStatusWidget']") ? 0 : idle + 1;
-          if (moved || !again || current !== target || idle > 5 || ++checks > 100) {
+          if (moved || !again || current !== target || (idle > 5 && checks > 25) || ++checks > 100) {
             clearInterval(keeper);
             return;
           }

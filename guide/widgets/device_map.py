@@ -3,6 +3,8 @@ GPU, CPU and disk budgets, the cost of streaming offloaded weights, and the code
 
 from __future__ import annotations
 
+import threading
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -15,6 +17,22 @@ from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_
 
 KEYS = ("om_model", "om_gpu", "om_dtype", "om_gpus", "om_gpu_gib", "om_cpu_gib", "om_disk_gib")
 COLOURS = {"gpu": "#2ca02c", "cpu": "#ff7f0e", "disk": "#d62728"}
+
+
+def _warm_up() -> None:
+    """Import torch, transformers and accelerate in the background as soon as the app loads
+    its widgets: the planner needs them, and importing them takes seconds. Until this
+    chapter is rendered the reader is elsewhere; a page that needs them meanwhile waits on
+    Python's import lock, never imports twice."""
+    try:
+        import accelerate.utils  # noqa: F401
+        import torch  # noqa: F401
+        import transformers.modeling_utils  # noqa: F401
+    except Exception:  # the page reports any real problem when it builds the model
+        pass
+
+
+threading.Thread(target=_warm_up, name="device-map-warm-up", daemon=True).start()
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
