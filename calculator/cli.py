@@ -226,8 +226,207 @@ def _run_safetensors(args) -> int:
     return 0
 
 
+def _add_quantize(commands) -> None:
+    from .quantization import DEFAULT_GROUP_SIZE, FORMAT_KEYS
+
+    p = commands.add_parser("quantize", help="memory of a model in each quantization format, from its real matrices")
+    p.add_argument("model", metavar="MODEL", help="catalog name, path to config.json (or its folder), or Hub id")
+    p.add_argument("--formats", nargs="+", default=list(FORMAT_KEYS), metavar="F",
+                   help=f"formats to show ({', '.join(FORMAT_KEYS)}); default: all")
+    p.add_argument("--group-size", type=int, default=DEFAULT_GROUP_SIZE, help="GPTQ/AWQ group size (32, 64 or 128)")
+    p.add_argument("--gpu", help="GPU key: say which formats fit on it")
+    p.add_argument("--json", action="store_true", help="one JSON object, sizes in bytes")
+    p.set_defaults(run=_run_quantize)
+
+
+def _run_quantize(args) -> int:
+    from .estimate import resolve_model
+    from .gpus import gpu as find_gpu
+    from .quantization import quant_format, quantize_all
+
+    formats = [quant_format(name) for name in args.formats]
+    card = find_gpu(args.gpu) if args.gpu else None
+    model = resolve_model(args.model, allow_local=True)
+    results = quantize_all(model.summary, model.spec, args.group_size, formats)
+    capacity = card.memory_bytes if card else None
+    if args.json:
+        _print_json({"model": model.name, "parameters": model.summary.parameters, "group_size": args.group_size,
+                     "gpu": card.key if card else None, "gpu_memory_bytes": capacity,
+                     "rows": [{**r.to_json(), **({"fits": r.total_bytes <= capacity} if card else {})} for r in results]})
+        return 0
+    print(f"Model: {model.name}   parameters: {format_count(model.summary.parameters)}   GPTQ/AWQ group: {args.group_size}"
+          + (f"   GPU: {card.name} ({format_bytes(capacity)})" if card else ""))
+    headers = ["format", "bits/quantized weight", "quantized", "kept (16/32-bit)", "total", "bits/param"]
+    headers += ["fits"] if card else []
+    rows = [[r.format, f"{r.bits_per_quantized_weight:.3f}" if r.quantized_parameters else "-",
+             format_bytes(r.quantized_bytes), format_bytes(r.kept_bytes + r.buffers_bytes), format_bytes(r.total_bytes),
+             f"{r.bits_per_parameter:.3f}"] + (["yes" if r.total_bytes <= capacity else "no"] if card else [])
+            for r in results]
+    print(render_table(headers, rows))
+    print("Units: GiB = 2^30 bytes. Weights only: leave room for the KV cache and activations.")
+    return 0
+
+
+def _add_pipeline(commands) -> None:
+    p = commands.add_parser("pipeline", help="split a model's layers over k GPUs (pipeline parallelism) and the bubble")
+    p.add_argument("model", metavar="MODEL", help="catalog name, path to config.json (or its folder), or Hub id")
+    p.add_argument("--gpus", type=int, required=True, help="number of GPUs (pipeline stages)")
+    p.add_argument("--dtype", default="bfloat16", help=f"weight precision ({', '.join(DTYPES)})")
+    p.add_argument("--micro-batches", type=int, default=None, help="micro-batches per batch: prints the bubble")
+    p.add_argument("--gpu", help="GPU key: say whether each stage fits")
+    p.add_argument("--json", action="store_true", help="one JSON object, sizes in bytes")
+    p.set_defaults(run=_run_pipeline)
+
+
+def _run_pipeline(args) -> int:
+    from .estimate import resolve_model
+    from .gpus import gpu as find_gpu
+    from .parallel import bubble_fraction, pipeline_split, tied_head_copy_bytes
+    from .precision import normalize_dtype
+
+    dtype = normalize_dtype(args.dtype)
+    card = find_gpu(args.gpu) if args.gpu else None
+    bubble = bubble_fraction(args.gpus, args.micro_batches) if args.micro_batches is not None else None
+    model = resolve_model(args.model, allow_local=True)
+    stages = pipeline_split(model.summary, dtype, args.gpus)
+    total = model.summary.total_bytes_at(dtype)
+    copy = tied_head_copy_bytes(model.summary, model.spec, dtype)
+    if args.json:
+        _print_json({"model": model.name, "dtype": dtype, "gpus": args.gpus, "total_bytes": total,
+                     "stages": [s.to_json() for s in stages], "tied_head_copy_bytes": copy,
+                     "micro_batches": args.micro_batches, "bubble_fraction": bubble,
+                     "gpu": card.key if card else None,
+                     "fits": all(s.bytes <= card.memory_bytes for s in stages) if card else None})
+        return 0
+    print(f"Model: {model.name}   {dtype}   total {format_bytes(total)} over {args.gpus} GPU(s)")
+    rows = [[str(s.gpu), s.first, s.last, str(s.units), format_bytes(s.bytes)]
+            + (["yes" if s.bytes <= card.memory_bytes else "no"] if card else []) for s in stages]
+    print(render_table(["GPU", "from", "to", "layers", "memory"] + (["fits"] if card else []), rows))
+    if copy and args.gpus > 1:
+        print(f"The output head shares the embeddings: a stage running it away from them needs a copy ({format_bytes(copy)}).")
+    if bubble is not None:
+        print(f"Pipeline bubble with {args.micro_batches} micro-batches: {100 * bubble:.1f}% idle, (p - 1) / (m + p - 1).")
+    print("Units: GiB = 2^30 bytes. Weights only.")
+    return 0
+
+
+def _add_tensor_parallel(commands) -> None:
+    from .parallel import TP_DEGREES
+
+    p = commands.add_parser("tensor-parallel", help="per-GPU weights and all-reduces with tensor parallelism")
+    p.add_argument("model", metavar="MODEL", help="catalog name, path to config.json (or its folder), or Hub id")
+    p.add_argument("--degree", type=int, required=True, help=f"GPUs sharing each layer ({', '.join(map(str, TP_DEGREES))})")
+    p.add_argument("--dtype", default="bfloat16", help=f"weight precision ({', '.join(DTYPES)})")
+    p.add_argument("--tokens", type=int, default=2048, help="tokens per forward pass (prompt x batch), default 2048")
+    p.add_argument("--gpu", default="h100", help="GPU key: its interconnect and peak throughput (default h100)")
+    p.add_argument("--json", action="store_true", help="one JSON object, sizes in bytes, times in seconds")
+    p.set_defaults(run=_run_tensor_parallel)
+
+
+def _run_tensor_parallel(args) -> int:
+    from .estimate import resolve_model
+    from .gpus import gpu as find_gpu
+    from .parallel import communication_seconds, links_for, tensor_parallel
+    from .precision import normalize_dtype
+
+    dtype = normalize_dtype(args.dtype)
+    card = find_gpu(args.gpu)
+    model = resolve_model(args.model, allow_local=True)
+    result = tensor_parallel(model.summary, model.spec, dtype, args.degree, args.tokens)
+    links = {name: communication_seconds(result, gbs) for name, gbs in links_for(card).items()}
+    if args.json:
+        _print_json({"model": model.name, "gpu": card.key, "tokens": args.tokens, **result.to_json(),
+                     "communication_seconds": links, "fits": result.per_gpu_bytes <= card.memory_bytes})
+        return 0
+    print(f"Model: {model.name}   {dtype}   degree {result.degree}   per GPU {format_bytes(result.per_gpu_bytes)} "
+          f"(of which {format_bytes(result.replicated_bytes)} held whole by every GPU), whole model {format_bytes(result.total_bytes)}")
+    print(render_table(["matrix", "in x out", "count", "split", "per GPU"],
+                       [[m.name, f"{m.in_features} x {m.out_features}", str(m.count), m.split, format_bytes(m.bytes_per_gpu)]
+                        for m in result.matrices]))
+    print(f"{result.allreduces_per_forward} all-reduces of {format_bytes(result.allreduce_bytes)} per forward "
+          f"({args.tokens} tokens):")
+    print(render_table(["link", "time per forward"], [[name, f"{s * 1000:.2f} ms"] for name, s in links.items()]))
+    print("Units: GiB = 2^30 bytes. Bandwidth only: small messages add latency.")
+    return 0
+
+
+def _parse_size(text: str, name: str) -> int:
+    from .units import GB, GIB
+
+    value = str(text).strip()
+    for suffix, factor in (("GiB", GIB), ("MiB", 2**20), ("GB", GB), ("MB", 10**6), ("B", 1)):
+        if value.endswith(suffix):
+            number = value[: -len(suffix)].strip()
+            try:
+                size = float(number) * factor
+            except ValueError:
+                break
+            if size >= 0:
+                return int(size)
+            break
+    raise CalculatorError("bad_size_text", name=name, value=value[:30])
+
+
+def _add_offload(commands) -> None:
+    p = commands.add_parser("offload", help="accelerate's device map for GPU/CPU budgets, and the cost of offloading")
+    p.add_argument("model", metavar="MODEL", help="catalog name, path to config.json (or its folder), or Hub id")
+    p.add_argument("--gpu-memory", required=True, help="budget per GPU, e.g. 20GiB")
+    p.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")
+    p.add_argument("--cpu-memory", required=True, help="CPU memory budget, e.g. 64GiB")
+    p.add_argument("--dtype", default="bfloat16", help="float16, bfloat16 or float32")
+    p.add_argument("--gpu", default="rtx4090", help="GPU key: its memory bandwidth and PCIe link (default rtx4090)")
+    p.add_argument("--json", action="store_true", help="one JSON object, sizes in bytes, times in seconds")
+    p.set_defaults(run=_run_offload)
+
+
+def _run_offload(args) -> int:
+    from .estimate import resolve_model
+    from .gpus import gpu as find_gpu
+    from .offload import MAX_GPUS, build_meta_model, compact_map, forward_cost, plan_device_map, snippet
+    from .precision import normalize_dtype
+
+    card = find_gpu(args.gpu)
+    dtype = normalize_dtype(args.dtype)
+    gpu_budget = _parse_size(args.gpu_memory, "--gpu-memory")
+    cpu_budget = _parse_size(args.cpu_memory, "--cpu-memory")
+    if not 1 <= args.gpus <= MAX_GPUS:
+        raise CalculatorError("bad_size", name="number of GPUs", value=args.gpus, high=MAX_GPUS)
+    config, model_id = _config_of(args.model)
+    model = build_meta_model(config, dtype)
+    plan = plan_device_map(model, [gpu_budget] * args.gpus, cpu_budget, dtype)
+    cost = forward_cost(plan, card)
+    code = snippet(model_id, type(model).__name__, [gpu_budget] * args.gpus, cpu_budget, dtype, plan.disk_bytes > 0)
+    if args.json:
+        _print_json({"model": model_id, "gpu": card.key, **plan.to_json(), "cost": cost.to_json(), "snippet": code})
+        return 0
+    print(f"Model: {model_id}   {dtype}   total {format_bytes(plan.total_bytes)}")
+    print(render_table(["from", "to", "modules", "device"], [[a, b, str(n), d] for a, b, d, n in compact_map(plan.device_map)]))
+    print(f"On GPUs {format_bytes(plan.gpu_bytes)}, CPU {format_bytes(plan.cpu_bytes)}, disk {format_bytes(plan.disk_bytes)}.")
+    print(f"One forward pass: {cost.seconds * 1000:.1f} ms against {cost.all_on_gpu_seconds * 1000:.1f} ms with every "
+          f"weight in GPU memory (x{cost.slowdown:.1f}; {cost.link} at {cost.link_gbs:.0f} GB/s).")
+    print(code)
+    return 0
+
+
+def _config_of(name: str) -> tuple[dict, str]:
+    """The config dict of a MODEL argument and the id to load it by."""
+    from .configs import read_config_file
+    from .estimate import resolve_source
+    from .hub import fetch_config
+
+    source = resolve_source(name, allow_local=True)
+    if source == "catalog":
+        entry = catalog.find(name)
+        return catalog.config(entry.key), entry.id
+    if source == "local":
+        config, path = read_config_file(name)
+        return config, str(path.parent)
+    return fetch_config(name.strip()), name.strip()
+
+
 # Each command registers itself here; later chapters append theirs.
-COMMANDS = [_add_estimate, _add_catalog, _add_refresh, _add_speed, _add_data_parallel, _add_safetensors]
+COMMANDS = [_add_estimate, _add_catalog, _add_refresh, _add_speed, _add_data_parallel,
+            _add_safetensors, _add_quantize, _add_pipeline, _add_tensor_parallel, _add_offload]
 
 
 def render_table(headers: list[str], rows: list[list[str]]) -> str:

@@ -57,3 +57,18 @@ def gpu(key: str) -> Gpu:
         return gpus()[key]
     except KeyError:
         raise CalculatorError("unknown_gpu", gpu=str(key)[:40], choices=", ".join(gpus())) from None
+
+
+# The link between a GPU and its host's memory, one direction, GB/s (PCIe: 16 GB/s per
+# generation 3.0 x16 lane set, doubling with each generation). Offloaded weights cross it.
+PCIE_GBS = {"PCIe 3.0 x16": 16.0, "PCIe 4.0 x16": 32.0, "PCIe 5.0 x16": 64.0}
+# Host interface of each catalog card, from the same datasheets as gpus.toml.
+HOST_LINKS = {"t4": "PCIe 3.0 x16", "l4": "PCIe 4.0 x16", "a10g": "PCIe 4.0 x16", "rtx3090": "PCIe 4.0 x16",
+              "rtx4090": "PCIe 4.0 x16", "a100-40gb": "PCIe 4.0 x16", "a100-80gb": "PCIe 4.0 x16",
+              "h100": "PCIe 5.0 x16", "h200": "PCIe 5.0 x16", "mi300x": "PCIe 5.0 x16"}
+
+
+def host_link(card: Gpu) -> tuple[str, float]:
+    """(name, GB/s one direction) of the card's link to CPU memory."""
+    name = HOST_LINKS.get(card.key, "PCIe 4.0 x16")
+    return name, PCIE_GBS[name]

@@ -56,6 +56,27 @@ CHAPTERS: tuple[Chapter, ...] = (
         anchors=("rule-of-thumb", "exact-count", "inference-overhead", "units"),
     ),
     Chapter(
+        slug="quantization",
+        page="chapter_pages/quantization.py",
+        titles={"en": "Quantization", "fr": "La quantification"},
+        icon=":material/compress:",
+        anchors=("precision-factor", "formats", "accuracy-tradeoff", "kept-modules"),
+    ),
+    Chapter(
+        slug="parallelism",
+        page="chapter_pages/parallelism.py",
+        titles={"en": "Model parallelism", "fr": "Le parallélisme de modèle"},
+        icon=":material/view_column:",
+        anchors=("pipeline-parallelism", "pipeline-bubble", "tensor-parallelism", "data-parallelism"),
+    ),
+    Chapter(
+        slug="cpu-offloading",
+        page="chapter_pages/cpu_offloading.py",
+        titles={"en": "CPU offloading", "fr": "Le déchargement sur le CPU"},
+        icon=":material/swap_horiz:",
+        anchors=("device-map", "offload-cost", "zero-offload"),
+    ),
+    Chapter(
         slug="estimator",
         page="chapter_pages/estimator.py",
         titles={"en": "Model memory estimator", "fr": "Estimateur de mémoire des modèles"},

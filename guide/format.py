@@ -17,3 +17,9 @@ def escape_markdown(value: object, limit: int = 120) -> str:
     if len(shown) > limit:
         shown = shown[: limit - 1] + "…"
     return _MARKDOWN_SPECIAL.sub(r"\\\1", shown)
+
+
+def format_percent(fraction: float, lang: str = "en", decimals: int = 1) -> str:
+    """0.429 -> 42.9% in English, 42,9 % in French (a narrow no-break space before %)."""
+    number = format_number(100 * fraction, decimals, lang)
+    return f"{number}\u202f%" if lang == "fr" else f"{number}%"

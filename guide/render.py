@@ -26,10 +26,9 @@ h1[id], h2[id], h3[id], h4[id] { scroll-margin-top: 4.5rem; }
 # Streamlit scrolls to the URL's #section only on a tab's first load; after moving inside
 # the app it does not. This scrolls once the section's heading exists, for every new URL,
 # and again while the page is still arriving (the content below a heading can come after
-# it, and until it does the page is too short to bring the heading to the top), until the
-# heading stays in place or the reader scrolls or clicks.
-# It also keeps links between chapters in the same tab: Streamlit opens every markdown link
-# in a new one.
+# it, and charts above it take their height late), until the heading has stayed in place
+# with the page idle, or the reader scrolls or clicks. A section that does not exist is
+# said so, in the reader's language.
 _PAGE_SCRIPT = """<script>
 (function () {
   const target = decodeURIComponent(window.location.hash.slice(1));
@@ -49,7 +48,7 @@ _PAGE_SCRIPT = """<script>
         clearInterval(timer);
       };
       const here = window.location.pathname + window.location.search + window.location.hash;
-      if (moved || ++tries > 100 || decodeURIComponent(here) !== decodeURIComponent(key)) { return done(); }
+      if (moved || ++tries > 150 || decodeURIComponent(here) !== decodeURIComponent(key)) { return done(); }
       if (!heading) {
         if (tries === 30) {  // 3 s and still no such heading: say so, stay at the top
           const note = document.createElement("div");
@@ -67,11 +66,19 @@ _PAGE_SCRIPT = """<script>
       if (Math.abs(top - wanted) > 4) {
         heading.scrollIntoView({block: "start"});
         steady = 0;
-      } else if (++steady >= 8) {
-        done();
+      } else if (++steady >= 8 && tries > 30 && !document.querySelector("[data-testid='stStatusWidget']")) {
+        done();  // in place for 0.8 s, 3 s passed and the page is idle: charts above have their height
       }
     }, 100);
   }
+})();
+</script>"""
+
+# Installed before any chapter text is drawn: links between chapters stay in the same tab
+# (Streamlit opens every markdown link in a new one), and Streamlit's "Page not found" dialog,
+# which is in English only, is closed (the home page says it in the reader's language).
+_LINK_SCRIPT = """<script>
+(function () {
   if (!window.__guideLinkObserver) {
     const tidy = function () {
       document.querySelectorAll("[data-testid='stMarkdownContainer'] a[target='_blank']").forEach(function (link) {
@@ -89,8 +96,18 @@ _PAGE_SCRIPT = """<script>
       });
     };
     window.__guideLinkObserver = new MutationObserver(tidy);
-    window.__guideLinkObserver.observe(document.body, {childList: true, subtree: true});
+    window.__guideLinkObserver.observe(document.body, {childList: true, subtree: true,
+                                                       attributes: true, attributeFilter: ["target"]});
     tidy();
+    // A plain click on a link to another chapter opens it here, whatever the link's target.
+    document.addEventListener("click", function (event) {
+      const link = event.target.closest ? event.target.closest("[data-testid='stMarkdownContainer'] a[href]") : null;
+      const href = link ? link.getAttribute("href") || "" : "";
+      if (!link || /^[a-z][a-z0-9+.-]*:/i.test(href) || href.startsWith("//") || href.startsWith("#")) { return; }
+      if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) { return; }
+      event.preventDefault();
+      window.location.assign(link.href);
+    }, true);
   }
 })();
 </script>"""
@@ -158,6 +175,7 @@ def render_page(slug: str) -> None:
 
 def _frame(chapter: Chapter, lang: str, blocks) -> None:
     st.html(_STYLE)
+    st.html(_LINK_SCRIPT, unsafe_allow_javascript=True)
     with st.sidebar:
         st.markdown(f"**{t('frame.guide_title')}**")
         _language_switch(lang, blocks)

@@ -66,7 +66,7 @@ def wait_for_page(page, timeout: float = 30_000) -> None:
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
 
 
-def heading_in_view(page, anchor: str, timeout: float = 10_000) -> bool:
+def heading_in_view(page, anchor: str, timeout: float = 20_000) -> bool:
     """True once the heading with this id sits in the top part of the viewport."""
     try:
         page.wait_for_function(

@@ -1,0 +1,62 @@
+"""parallelism#pipeline-parallelism: the real model's layers split over k GPUs, balanced by
+bytes, with each GPU's memory against its capacity."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.parallel import MAX_STAGES, pipeline_split, tied_head_copy_bytes
+from guide.charts import capacity_line, stacked_memory
+from guide.format import format_bytes
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+
+KEYS = ("pp_model", "pp_gpu", "pp_dtype", "pp_gpus")
+KINDS = ("embedding", "layers", "head", "other")
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2 = st.columns(2)
+    model = model_picker(ctx, "pp_model", default="llama-3.1-70b", container=c1)
+    gpu = gpu_picker(ctx, "pp_gpu", default="a100-40gb", container=c2)
+    c3, c4 = st.columns(2)
+    dtype = dtype_picker(ctx, "pp_dtype", container=c3)
+    units = len(model.summary.units)
+    gpus = tokens_input(ctx, "parallelism.gpus", "pp_gpus", 4, high=MAX_STAGES, container=c4, step=1)
+    if gpus > units:
+        st.warning(ctx.t("parallelism.too_many_stages", gpus=gpus, units=units))
+        gpus = units
+    stages = pipeline_split(model.summary, dtype, gpus)
+    labels = [ctx.t("parallelism.gpu_label", n=s.gpu) for s in stages]
+    parts = {ctx.t(f"parallelism.kind_{kind}"): [s.kinds.get(kind, 0) for s in stages] for kind in KINDS}
+    parts = {name: values for name, values in parts.items() if any(values)}
+    fig = stacked_memory(labels, parts, ctx.t("parallelism.gpu_axis"), ctx.t("common.memory_axis"), lang)
+    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="pp_chart")
+    st.dataframe([{
+        ctx.t("parallelism.col_gpu"): label,
+        ctx.t("parallelism.col_from"): s.first,
+        ctx.t("parallelism.col_to"): s.last,
+        ctx.t("parallelism.col_units"): s.units,
+        ctx.t("parallelism.col_bytes"): format_bytes(s.bytes, lang),
+        ctx.t("parallelism.col_fits"): "✓" if s.bytes <= gpu.memory_bytes else "✗",
+    } for label, s in zip(labels, stages)], hide_index=True)
+    largest = max(stages, key=lambda s: s.bytes)
+    total = model.summary.total_bytes_at(dtype)
+    message = ctx.t("parallelism.split_summary", total=format_bytes(total, lang), gpus=gpus,
+                    largest=format_bytes(largest.bytes, lang), gpu=largest.gpu,
+                    even=format_bytes(total // gpus, lang))
+    (st.success if largest.bytes <= gpu.memory_bytes else st.error)(message)
+    copy = tied_head_copy_bytes(model.summary, model.spec, dtype)
+    if copy and gpus > 1:
+        st.caption(ctx.t("parallelism.tied_note", bytes=format_bytes(copy, lang)))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="pipeline-split",
+    render=render,
+    params=(Param("pp_model", "meta-llama/Meta-Llama-3-8B"), Param("pp_gpu", "NVIDIA GeForce RTX 4090"),
+            Param("pp_dtype", "float32"), Param("pp_gpus", "3")),
+)

@@ -1,0 +1,54 @@
+"""quantization#precision-factor: the ideal ladder float32 -> bfloat16 -> int8 -> int4 for
+one model: weights, the factor from float32, and the memory-bound decoding step."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.quantization import ladder
+from calculator.speed import decode_step
+from guide.charts import GIB, base_layout, capacity_line
+from guide.format import format_bytes, format_number
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker
+
+KEYS = ("ql_model", "ql_gpu")
+COLOURS = ["#9aa5b1", "#3366cc", "#2ca02c", "#17becf"]
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2 = st.columns(2)
+    model = model_picker(ctx, "ql_model", container=c1)
+    gpu = gpu_picker(ctx, "ql_gpu", container=c2)
+    steps = ladder(model.summary)
+    rows, sizes = [], []
+    for dtype, size, factor in steps:
+        step = decode_step(model.summary, model.spec, gpu, dtype, 1, 1024)
+        sizes.append(size)
+        rows.append({
+            ctx.t("common.dtype"): dtype,
+            ctx.t("quantization.col_weights"): format_bytes(size, lang),
+            ctx.t("quantization.col_factor"): f"÷{format_number(factor, 1, lang)}",
+            ctx.t("quantization.col_fits"): "✓" if size <= gpu.memory_bytes else "✗",
+            ctx.t("quantization.col_step"): format_number(step.seconds * 1000, 2, lang),
+        })
+    st.dataframe(rows, hide_index=True)
+    fig = go.Figure(go.Bar(x=[d for d, _, _ in steps], y=[s / GIB for s in sizes], marker_color=COLOURS,
+                           text=[format_bytes(s, lang) for s in sizes], textposition="outside"))
+    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    base_layout(fig, ctx.t("common.dtype"), ctx.t("common.memory_axis"), lang, height=320)
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="ql_chart")
+    bf16 = decode_step(model.summary, model.spec, gpu, "bfloat16", 1, 1024)
+    int4 = decode_step(model.summary, model.spec, gpu, "int4", 1, 1024)
+    st.caption(ctx.t("quantization.ladder_caption", gpu=gpu.name,
+                     ratio=format_number(bf16.seconds / int4.seconds, 1, lang)))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="precision-ladder",
+    render=render,
+    params=(Param("ql_model", "meta-llama/Llama-2-13b-hf"), Param("ql_gpu", "NVIDIA T4")),
+)

@@ -1,0 +1,74 @@
+"""quantization#formats: a model and a GPU -> the memory of each real quantization format,
+from the model's own matrices, and which formats fit."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.quantization import DEFAULT_GROUP_SIZE, GROUP_SIZES, quantize_all
+from guide.charts import GIB, base_layout, capacity_line
+from guide.format import format_bytes, format_number
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker
+
+KEYS = ("qz_model", "qz_gpu", "qz_group")
+FAMILY_COLOURS = {"bf16": "#9aa5b1", "float8": "#8c564b", "bitsandbytes": "#3366cc", "gptq": "#2ca02c",
+                  "awq": "#98df8a", "gguf": "#ff7f0e"}
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2, c3 = st.columns([2, 2, 1])
+    model = model_picker(ctx, "qz_model", container=c1)
+    gpu = gpu_picker(ctx, "qz_gpu", container=c2)
+    group = c3.selectbox(ctx.t("quantization.group_size"), list(GROUP_SIZES),
+                         index=GROUP_SIZES.index(DEFAULT_GROUP_SIZE), key="qz_group", bind="query-params",
+                         help=ctx.t("quantization.group_size_help"))
+    results = quantize_all(model.summary, model.spec, group)
+    capacity = gpu.memory_bytes
+    rows = []
+    for r in results:
+        rows.append({
+            ctx.t("quantization.col_format"): r.format,
+            ctx.t("quantization.col_bits"): format_number(r.bits_per_quantized_weight, 2, lang) if r.quantized_parameters else "16",
+            ctx.t("quantization.col_quantized"): format_bytes(r.quantized_bytes, lang),
+            ctx.t("quantization.col_kept"): format_bytes(r.kept_bytes + r.buffers_bytes, lang),
+            ctx.t("quantization.col_total"): format_bytes(r.total_bytes, lang),
+            ctx.t("quantization.col_real_bits"): format_number(r.bits_per_parameter, 2, lang),
+            ctx.t("quantization.col_fits"): "✓" if r.total_bytes <= capacity else "✗",
+            ctx.t("quantization.col_source"): r.source,
+        })
+    st.dataframe(rows, hide_index=True)
+    fig = go.Figure(go.Bar(x=[r.format for r in results], y=[r.total_bytes / GIB for r in results],
+                           marker_color=[FAMILY_COLOURS[r.family] for r in results]))
+    fig.update_xaxes(type="category")
+    capacity_line(fig, capacity, ctx.t("common.capacity_of", gpu=gpu.name))
+    base_layout(fig, ctx.t("quantization.col_format"), ctx.t("common.memory_axis"), lang, height=340)
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="qz_chart")
+    fitting = [r.format for r in results if r.total_bytes <= capacity]
+    if not fitting:
+        st.error(ctx.t("quantization.none_fit", gpu=gpu.name, smallest=format_bytes(min(r.total_bytes for r in results), lang)))
+    elif len(fitting) == len(results):
+        st.success(ctx.t("quantization.all_fit", gpu=gpu.name))
+    else:
+        st.info(ctx.t("quantization.some_fit", gpu=gpu.name, formats=", ".join(fitting)))
+    bnb = next(r for r in results if r.format == "bnb-nf4")
+    gguf = next(r for r in results if r.format == "Q4_K")
+    notes = [ctx.t("quantization.kept_note", kept=format_bytes(bnb.kept_bytes, lang),
+                   share=format_number(100 * bnb.kept_bytes / bnb.total_bytes, 0, lang))]
+    if model.summary.groups.get("experts") and model.spec.experts:
+        notes.append(ctx.t("quantization.experts_note"))
+    if gguf.fallback_parameters:
+        notes.append(ctx.t("quantization.fallback_note", share=format_number(
+            100 * gguf.fallback_parameters / gguf.quantized_parameters, 0, lang)))
+    st.caption(" ".join(notes))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="quant-formats",
+    render=render,
+    params=(Param("qz_model", "mistralai/Mixtral-8x7B-v0.1"), Param("qz_gpu", "NVIDIA A100 80GB SXM"),
+            Param("qz_group", "32")),
+)
