@@ -446,6 +446,16 @@ class Saved:
     quadratic: bool = False  # grows with sequence^2: dropped by selective recomputation
     part: str = "attention"  # the half of the layer it belongs to: attention or mlp
 
+    @property
+    def group(self) -> str:
+        """norm, attention, scores, mlp, dropout or lora: what the guide's tables sum up."""
+        if self.quadratic:
+            return "scores"
+        for group, marker in (("dropout", "dropout"), ("norm", "norm"), ("lora", "LoRA"), ("attention", "attention")):
+            if marker in self.name:
+                return group
+        return "mlp"
+
 
 @dataclass(frozen=True)
 class Moment:
@@ -467,6 +477,7 @@ class ActivationModel:
     embedding: tuple[Saved, ...]
     head: tuple[Saved, ...]
     moments: tuple[Moment, ...]
+    norm_flow: int  # gradients in flight inside a norm's backward (the final norm's too)
     logits_gradient: int  # float32 gradients of the logits at the start of the backward
     residual_gradient: int  # the residual stream's gradient, alive through every layer
     layer_input: int  # what full checkpointing keeps per layer
@@ -502,6 +513,10 @@ class ActivationModel:
     @property
     def loss_saved(self) -> int:
         return sum(s.bytes for s in self.head if s.name.startswith("loss"))
+
+    @property
+    def labels_saved(self) -> int:
+        return sum(s.bytes for s in self.head if s.name == "labels")
 
 
 @dataclass(frozen=True)
@@ -707,11 +722,22 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     else:
         attn_flow, attn_released = a * n * (2 * q_dim + 2 * kv_dim), 0
     weights_mlp = _role_parameters(summary, spec, ("mlp_out",)) if full else 0
+    weights_all_mlp = _role_parameters(summary, spec, ("mlp_in", "mlp_out", "experts", "router")) if full else 0
     weights_attn = _role_parameters(summary, spec, ("mlp_in", "mlp_out", "experts", "router", "attn_out")) if full else 0
+    weights_layer = _role_parameters(summary, spec, ("mlp_in", "mlp_out", "experts", "router", "attn_out", "attn_in",
+                                                     "attn_inner")) if full else 0
+    # A norm's backward: Llama-style norms work in float32 (five n x h float32 intermediate
+    # gradients at once), nn.LayerNorm's kernel produces its input's gradient.
+    norm_flow = _shard((20 if rms else 2 * a) * n * h, tensor, sequence_parallel)
+    mlp_norm = sum(x.bytes for x in block if x.part == "mlp" and "norm" in x.name)
+    attn_items = sum(x.bytes for x in block if x.part == "attention")
+    attn_norm = sum(x.bytes for x in block if x.part == "attention" and "norm" in x.name and "cross" not in x.name)
     moments = (
         Moment("mlp", math.ceil(mlp_released / tensor), math.ceil(mlp_flow / tensor), math.ceil(weights_mlp / tensor)),
+        Moment("mlp norm", mlp_items - mlp_norm, norm_flow, math.ceil(weights_all_mlp / tensor)),
         Moment("attention", math.ceil(mlp_items + attn_released / tensor), math.ceil(attn_flow / tensor),
                math.ceil(weights_attn / tensor)),
+        Moment("attention norm", mlp_items + attn_items - attn_norm, norm_flow, math.ceil(weights_layer / tensor)),
     )
 
     # With LoRA the embeddings are frozen: the first layer's input needs no gradient, so its
@@ -730,7 +756,8 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
         copies = math.ceil(2 * matrices / layers / tensor)
         head_copy = math.ceil(2 * sum(m.parameters for m in summary.linears if m.kind in ("head", "tied-head")) / tensor)
     return ActivationModel(
-        layer=block, embedding=tuple(embedding), head=head, moments=moments, logits_gradient=logits_gradient,
+        layer=block, embedding=tuple(embedding), head=head, moments=moments, norm_flow=norm_flow,
+        logits_gradient=logits_gradient,
         residual_gradient=_shard(residual * n * h, tensor, sequence_parallel),
         layer_input=_shard(residual * n * h, tensor, sequence_parallel),
         weight_copies_per_layer=copies, head_weight_copy=head_copy, first_layer_saving=saving)
@@ -950,6 +977,9 @@ def _stage_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
     if stage.back and model.logits_gradient:
         moments["loss"] = (activations, model.logits_gradient, 0)
     rest_last = activations - (model.head_bytes if stage.back else 0)
+    if stage.back:  # the final norm's backward, once the loss and the head have released theirs
+        after_head = activations - model.loss_saved - model.labels_saved - model.head_weight_copy
+        moments["final norm"] = (after_head, model.norm_flow, min(head_grads, growing))
     rest_first = others + per_layer + front_acts
     for inner in model.moments:
         in_layer = math.ceil(inner.weight_parameters * per_trainable) if setup.method == "full" else 0

@@ -48,6 +48,13 @@ CHAPTERS: tuple[Chapter, ...] = (
         icon=":material/speed:",
         anchors=("batch-size", "data-parallelism", "inference-code", "precision"),
     ),
+    Chapter(
+        slug="fine-tuning",
+        page="chapter_pages/fine_tuning.py",
+        titles={"en": "Memory for fine-tuning", "fr": "La mémoire du fine-tuning"},
+        icon=":material/model_training:",
+        anchors=("training-memory", "optimizer-states", "activations", "lora", "zero", "distributed", "accuracy"),
+    ),
 )
 
 
