@@ -1082,8 +1082,9 @@ def candidate_gpu_counts(limit: int = 4096) -> list[int]:
 @dataclass(frozen=True)
 class GpuCount:
     strategy: str
-    gpus: int  # 0: no count up to the limit is enough
+    gpus: int  # 0: no count up to `tried` is enough
     memory: TrainingMemory | None
+    tried: int = 0  # the largest count the strategy can use (8 for tensor parallelism, the layers for a pipeline)
 
     def to_json(self) -> dict:
         layout = {}
@@ -1091,7 +1092,7 @@ class GpuCount:
             layout = {"data_parallel": self.memory.data_parallel, "tensor_parallel": self.memory.tensor_parallel,
                       "pipeline_parallel": self.memory.pipeline_parallel, "zero_stage": self.memory.zero_stage,
                       "total_bytes": self.memory.total_bytes}
-        return {"strategy": self.strategy, "gpus": self.gpus, **layout}
+        return {"strategy": self.strategy, "gpus": self.gpus, "tried_up_to": self.tried, **layout}
 
 
 def fewest_gpus(summary: ModelSummary, spec: ArchSpec, capacity: int, strategy: str,
@@ -1116,9 +1117,10 @@ def fewest_gpus(summary: ModelSummary, spec: ArchSpec, capacity: int, strategy: 
             found, high = (counts[middle], result), middle - 1
         else:
             low = middle + 1
+    tried = counts[-1] if counts else 0
     if found is None:
-        return GpuCount(strategy, 0, None)
-    return GpuCount(strategy, found[0], found[1])
+        return GpuCount(strategy, 0, None, tried)
+    return GpuCount(strategy, found[0], found[1], tried)
 
 
 def rule_of_thumb_bytes(parameters: int) -> int:

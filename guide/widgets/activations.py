@@ -23,8 +23,8 @@ GROUPS = ("norm", "attention", "scores", "mlp", "dropout", "lora")
 
 
 def sequence_lengths(chosen: int, limit: int) -> list[int]:
-    """Powers of two from 512 to the model's context window (or 32k), and the chosen length."""
-    top = max(min(limit or 32_768, 131_072), 512)
+    """Powers of two from 512 to 32k (or the model's shorter context window), and the chosen length."""
+    top = max(min(limit or 32_768, 32_768), 512)
     lengths, n = [], 512
     while n <= top:
         lengths.append(n)
@@ -56,11 +56,12 @@ def render(ctx: Context) -> None:
         return
     lengths = sequence_lengths(sequence, model.spec.max_positions)
     fig = go.Figure()
+    labels = [format_number(n, 0, lang) for n in lengths]
     for mode in CHECKPOINTING:
         peaks = [training_memory(model.summary, model.spec, replace(base, checkpointing=mode, sequence=n),
                                  traits=traits).total_bytes / GIB for n in lengths]
-        fig.add_scatter(x=lengths, y=peaks, mode="lines+markers", name=ctx.t(f"activations.mode_{mode}"))
-    fig.update_xaxes(type="log")
+        fig.add_scatter(x=labels, y=peaks, mode="lines+markers", name=ctx.t(f"activations.mode_{mode}"))
+    fig.update_xaxes(type="category")
     base_layout(fig, ctx.t("training.sequence"), ctx.t("common.memory_axis"), lang, height=340)
     capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="ac_chart")
@@ -83,8 +84,10 @@ def render(ctx: Context) -> None:
     st.markdown(ctx.t("activations.layer_title", layers=model.spec.layers + model.spec.encoder_layers))
     st.dataframe(rows, hide_index=True)
     h, heads = model.spec.hidden, model.spec.heads
-    korthikanti = 34 * sequence * batch * h + 5 * heads * sequence * sequence * batch
+    linear = 34 * sequence * batch * h
+    korthikanti = linear + 5 * heads * sequence * sequence * batch
     st.caption(ctx.t("activations.korthikanti", formula=format_bytes(korthikanti, lang),
+                     linear=format_bytes(linear, lang),
                      ours=format_bytes(sum(sums.values()), lang),
                      logits=format_bytes(sum(s.bytes for s in layer.head if s.name.startswith("loss")), lang)))
     share_box(ctx, KEYS)

@@ -7,8 +7,8 @@ import streamlit as st
 
 from calculator.errors import CalculatorError
 from calculator.training import STRATEGIES, TrainingSetup, fewest_gpus, strategy_layout, training_memory
-from guide.charts import capacity_line
-from guide.format import format_bytes
+from guide.charts import GIB, capacity_line
+from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import checkpointing_picker, component_chart, method_picker, number, peak_parts, \
@@ -49,6 +49,9 @@ def render(ctx: Context) -> None:
     usable = [(s, m) for s, m, _ in results if m is not None]
     fig = component_chart(ctx, [LABELS[s] for s, _ in usable], peak_parts([m for _, m in usable]), "")
     capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    highest = max(m.total_bytes for _, m in usable)
+    if highest > 4 * gpu.memory_bytes:  # bars far above the GPU are cut: the table gives their size
+        fig.update_yaxes(range=[0, 4 * gpu.memory_bytes / GIB])
     st.plotly_chart(fig, config={"displayModeBar": False}, key="di_chart")
     rows = []
     for strategy, memory, fewest in results:
@@ -59,15 +62,22 @@ def render(ctx: Context) -> None:
             ctx.t("training.column_peak"): format_bytes(memory.total_bytes, lang) if memory else "—",
             ctx.t("distributed.col_cpu"): format_bytes(memory.cpu_bytes, lang) if memory and memory.cpu_bytes else "—",
             ctx.t("training.column_fits"): ("✓" if memory.total_bytes <= gpu.memory_bytes else "✗") if memory else "—",
-            ctx.t("distributed.col_fewest"): fewest.gpus or ctx.t("distributed.never"),
+            ctx.t("distributed.col_fewest"): fewest.gpus or (
+                ctx.t("distributed.never_ddp") if strategy == "ddp"
+                else ctx.t("distributed.never", limit=format_count(fewest.tried, lang))),
         })
     st.dataframe(rows, hide_index=True)
-    fitting = [(fewest.gpus, LABELS[s]) for s, _, fewest in results if fewest.gpus]
+    # The fewest GPUs without offload, then offload's answer with the host memory it needs.
+    fitting = [(fewest.gpus, STRATEGIES.index(s), s) for s, _, fewest in results
+               if fewest.gpus and s != "zero3-offload"]
+    offload = next(fewest for s, _, fewest in results if s == "zero3-offload")
     if fitting:
-        count, label = min(fitting)
-        st.success(ctx.t("distributed.fewest", gpus=count, strategy=label, gpu=gpu.name))
+        count, _, strategy = min(fitting)
+        st.success(ctx.t("distributed.fewest", gpus=count, strategy=LABELS[strategy], gpu=gpu.name))
     else:
         st.error(ctx.t("distributed.none", gpu=gpu.name))
+    if offload.gpus and (not fitting or offload.gpus < min(fitting)[0]):
+        st.info(ctx.t("distributed.offload", gpus=offload.gpus, cpu=format_bytes(offload.memory.cpu_bytes, lang)))
     st.caption(ctx.t("distributed.caption", gpus=gpus))
     share_box(ctx, KEYS)
 

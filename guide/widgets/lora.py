@@ -42,9 +42,9 @@ def render(ctx: Context) -> None:
     parameters = model.summary.parameters
     m1, m2 = st.columns(2)
     m1.metric(ctx.t("lora.trainable"), format_count(adapters, lang),
-              ctx.t("lora.share", percent=format_number(100 * adapters / parameters, 2, lang)), delta_color="off")
+              ctx.t("lora.share", percent=format_number(100 * adapters / parameters, 2, lang)), delta_color="off", delta_arrow="off")
     m2.metric(ctx.t("lora.qlora_weights"), format_bytes(memories[2].weights_bytes, lang),
-              ctx.t("lora.instead_of", size=format_bytes(memories[1].weights_bytes, lang)), delta_color="off")
+              ctx.t("lora.instead_of", size=format_bytes(memories[1].weights_bytes, lang)), delta_color="off", delta_arrow="off")
     labels = [ctx.t(f"training.method_{m}") for m in METHODS]
     fig = component_chart(ctx, labels, peak_parts(memories), "")
     capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
@@ -56,7 +56,6 @@ def render(ctx: Context) -> None:
             ctx.t("training.method"): label,
             ctx.t("lora.col_trained"): format_count(memory.trainable_parameters, lang),
             ctx.t("training.part_weights"): format_bytes(memory.weights_bytes, lang),
-            ctx.t("training.part_optimizer"): format_bytes(memory.optimizer_bytes, lang),
             ctx.t("training.part_activations"): format_bytes(memory.activations_bytes, lang),
             ctx.t("training.column_peak"): format_bytes(memory.total_bytes, lang),
             ctx.t("lora.col_largest"): largest,

@@ -35,7 +35,7 @@ def render(ctx: Context) -> None:
     for name, memory in zip(OPTIMIZERS, memories):
         rows.append({
             ctx.t("training.optimizer"): name,
-            ctx.t("optimizer_states.col_per_parameter"): format_number(memory.optimizer_bytes / trainable, 2, lang),
+            ctx.t("optimizer_states.col_per_parameter"): format_number(memory.optimizer_bytes / trainable, 3, lang),
             ctx.t("optimizer_states.col_states"): format_bytes(memory.optimizer_bytes, lang),
             ctx.t("optimizer_states.col_model_states"): format_bytes(memory.model_state_bytes, lang),
         })

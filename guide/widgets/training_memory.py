@@ -46,7 +46,7 @@ def render(ctx: Context) -> None:
     m2.metric(ctx.t("training_memory.rule"), format_bytes(rule, lang, system="decimal"))
     m3.metric(ctx.t("training_memory.ours"), format_bytes(memory.total_bytes, lang),
               ctx.t("training_memory.times_inference", ratio=format_number(memory.total_bytes / inference.total_bytes,
-                                                                            1, lang)), delta_color="off")
+                                                                            1, lang)), delta_color="off", delta_arrow="off")
     st.markdown(ctx.t("training_memory.rule_formula", params=format_billions(parameters, lang),
                       x=format_number(parameters / 1e9, 2, lang), weights=format_number(2 * parameters / 1e9, 1, lang),
                       rule=format_number(rule / 1e9, 1, lang)))
