@@ -27,6 +27,31 @@ h1[id], h2[id], h3[id], h4[id] { scroll-margin-top: 4.5rem; }
 # in a new one.
 _PAGE_SCRIPT = """<script>
 (function () {
+  // Charts above a section still grow as they draw: keep its heading in place for three
+  // seconds, unless the reader scrolls or follows another link first.
+  if (!window.__guideSettle) {
+    window.__guideSettle = function (target) {
+      const started = window.location.hash;
+      let settled = 0, reader = false;
+      const stop = function () { reader = true; };
+      ["wheel", "touchstart", "keydown", "mousedown"].forEach(function (name) {
+        window.addEventListener(name, stop, {once: true, capture: true});
+      });
+      const keep = setInterval(function () {
+        const heading = document.getElementById(target);
+        if (reader || !heading || window.location.hash !== started || ++settled > 30) {
+          clearInterval(keep);
+          return;
+        }
+        const top = heading.getBoundingClientRect().top;
+        if (top < 0 || top > window.innerHeight / 3) { heading.scrollIntoView({block: "start"}); }
+      }, 100);
+    };
+    window.addEventListener("hashchange", function () {
+      const target = decodeURIComponent(window.location.hash.slice(1));
+      if (target) { window.__guideSettle(target); }
+    });
+  }
   const target = decodeURIComponent(window.location.hash.slice(1));
   const key = window.location.pathname + window.location.search + "#" + target;
   if (target && window.__guideScrolledTo !== key) {
@@ -37,6 +62,7 @@ _PAGE_SCRIPT = """<script>
         heading.scrollIntoView({block: "start"});
         window.__guideScrolledTo = key;
         clearInterval(timer);
+        window.__guideSettle(target);
       } else if (++tries > 60) {
         clearInterval(timer);
       }
