@@ -14,7 +14,7 @@ python -m bench training          (or python -m bench.training NAME... for some 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 import sys
 import time
 

@@ -16,7 +16,7 @@ from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import method_picker, number, precision_picker, traits_of
+from guide.widgets.training_inputs import method_picker, number, precision_picker, show_error, traits_of
 
 KEYS = ("ac_model", "ac_gpu", "ac_precision", "ac_method", "ac_batch", "ac_sequence", "ac_attention")
 GROUPS = ("norm", "attention", "scores", "mlp", "dropout", "lora")
@@ -51,7 +51,7 @@ def render(ctx: Context) -> None:
         chosen = {mode: training_memory(model.summary, model.spec, replace(base, checkpointing=mode), traits=traits)
                   for mode in CHECKPOINTING}
     except CalculatorError as error:
-        st.error(error.message(lang))
+        show_error(ctx, error)
         share_box(ctx, KEYS)
         return
     lengths = sequence_lengths(sequence, model.spec.max_positions)

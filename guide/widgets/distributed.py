@@ -12,7 +12,7 @@ from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import checkpointing_picker, component_chart, method_picker, number, peak_parts, \
-    traits_of
+    show_error, traits_of
 
 KEYS = ("di_model", "di_gpu", "di_gpus", "di_method", "di_checkpointing", "di_batch", "di_sequence", "di_accumulation")
 # Names of the strategies: technical terms, the same in both languages.
@@ -43,7 +43,7 @@ def render(ctx: Context) -> None:
             fewest = fewest_gpus(model.summary, model.spec, gpu.memory_bytes, strategy, setup, traits)
             results.append((strategy, memory, fewest))
     except CalculatorError as error:
-        st.error(error.message(lang))
+        show_error(ctx, error)
         share_box(ctx, KEYS)
         return
     usable = [(s, m) for s, m, _ in results if m is not None]

@@ -11,7 +11,8 @@ from guide.charts import capacity_line
 from guide.format import escape_markdown, format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import component_chart, number, peak_parts, precision_picker, traits_of
+from guide.widgets.training_inputs import component_chart, number, peak_parts, precision_picker, show_error, \
+    traits_of
 
 KEYS = ("lo_model", "lo_gpu", "lo_precision", "lo_rank", "lo_targets", "lo_batch", "lo_sequence")
 
@@ -36,7 +37,7 @@ def render(ctx: Context) -> None:
                                 lora_targets=targets) for m in METHODS]
         memories = [training_memory(model.summary, model.spec, s, traits=traits) for s in setups]
     except CalculatorError as error:
-        st.error(error.message(lang))
+        show_error(ctx, error)
         share_box(ctx, KEYS)
         return
     parameters = model.summary.parameters

@@ -8,10 +8,12 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator import catalog
+from calculator.errors import CalculatorError
 from calculator.estimate import ResolvedModel
 from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, ModelTraits, TrainingMemory, \
     traits_from_config
 from guide.charts import stacked_memory
+from guide.format import escape_markdown
 from guide.widgets import Context
 
 # Components of a training step, in stacking order, with one colour each across the chapter.
@@ -81,3 +83,9 @@ def moment(ctx: Context, memory: TrainingMemory) -> str:
     """Where the peak comes, in words."""
     key = memory.peak_moment.replace(" ", "_").replace("(", "").replace(")", "")
     return ctx.t(f"training.moment_{key}")
+
+
+def show_error(ctx: Context, error: CalculatorError) -> None:
+    """The error in the reader's language, with whatever they typed shown as plain text."""
+    params = {key: escape_markdown(value, 400) for key, value in error.params.items()}
+    st.error(ctx.t(f"error.{error.code}", **params))

@@ -13,7 +13,7 @@ from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, number, optimizer_picker, \
-    peak_parts, precision_picker, traits_of
+    peak_parts, precision_picker, show_error, traits_of
 
 KEYS = ("tm_model", "tm_gpu", "tm_precision", "tm_optimizer", "tm_batch", "tm_sequence")
 
@@ -34,7 +34,7 @@ def render(ctx: Context) -> None:
         memory = training_memory(model.summary, model.spec, setup, traits=traits)
         largest = largest_micro_batch(model.summary, model.spec, gpu.memory_bytes, setup, traits=traits)
     except CalculatorError as error:
-        st.error(error.message(lang))
+        show_error(ctx, error)
         share_box(ctx, KEYS)
         return
     inference = inference_memory(model.summary, model.spec, batch, min(sequence, 10**8), "bfloat16")

@@ -11,7 +11,7 @@ from guide.charts import capacity_line
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import component_chart, number, peak_parts, traits_of
+from guide.widgets.training_inputs import component_chart, number, peak_parts, show_error, traits_of
 
 KEYS = ("ze_model", "ze_gpu", "ze_stage", "ze_gpus", "ze_offload", "ze_offload_params", "ze_deepspeed")
 SETUP = TrainingSetup(micro_batch=1, sequence=2048)  # mixed precision AdamW, as in the ZeRO paper
@@ -49,7 +49,7 @@ def render(ctx: Context) -> None:
                                            offload_parameters=offload_params, accounting=accounting), traits)
                     for n in counts]
     except CalculatorError as error:
-        st.error(error.message(lang))
+        show_error(ctx, error)
         share_box(ctx, KEYS)
         return
     fig = component_chart(ctx, [str(n) for n in counts], peak_parts(memories), ctx.t("zero.x_axis"))
