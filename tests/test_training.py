@@ -163,9 +163,9 @@ def test_pipeline_first_stage_keeps_one_micro_batch_per_stage():
     traits = traits_from_config(catalog.config("llama-2-7b"))
     per_layer = layer_activation_bytes(summary, spec, traits, setup)
     model = activation_model(summary, spec, traits, setup)
-    one = training_memory(summary, spec, setup, Layout(4, pipeline=4), traits)
-    if one.pipeline_stage == 0:
-        assert one.activations_bytes == 4 * (8 * per_layer + model.embedding_bytes)
+    first = training_memory(summary, spec, setup, Layout(4, pipeline=4), traits)
+    assert first.pipeline_stage == 0  # the stage that holds the most
+    assert first.activations_bytes == 4 * (8 * per_layer + model.embedding_bytes)  # 32 layers / 4 stages
 
 
 # LoRA: trainable parameters equal those of a real peft model -------------------------------
@@ -441,3 +441,42 @@ def test_traits_from_real_configs():
     assert (llama.norm, llama.activation, llama.hidden_dropout) == ("rms", "silu", 0.0)
     assert traits_from_config(catalog.config("t5-base")).activation == "relu"
     assert traits_from_config(catalog.config("flan-t5-large")).activation == "gelu_new"
+
+
+# Properties over the catalog (hypothesis) ---------------------------------------------------
+
+from hypothesis import given, settings, strategies as hs  # noqa: E402
+
+CATALOG = [e.key for e in catalog.entries()]
+setups = hs.builds(
+    TrainingSetup,
+    method=hs.sampled_from(["full", "lora", "qlora"]), precision=hs.sampled_from(["mixed", "bfloat16", "float32", "amp"]),
+    optimizer=hs.sampled_from(["adamw", "adamw-8bit", "sgd", "adafactor"]), micro_batch=hs.integers(1, 16),
+    sequence=hs.integers(1, 8192), checkpointing=hs.sampled_from(["none", "selective", "full"]),
+    attention=hs.sampled_from(["sdpa", "eager"]), gradient_accumulation=hs.integers(1, 8),
+    optimizer_impl=hs.sampled_from(["fused", "foreach", "for-loop"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.sampled_from(CATALOG), setups)
+def test_the_peak_adds_up_and_grows_with_the_batch(key, setup):
+    summary, spec = catalog.stored_summary(key), catalog.stored_spec(key)
+    traits = traits_from_config(catalog.config(key))
+    memory = training_memory(summary, spec, setup, traits=traits)
+    assert sum(memory.at_peak.values()) == memory.total_bytes
+    assert all(value >= 0 for value in memory.at_peak.values())
+    bigger = training_memory(summary, spec, TrainingSetup(**{**setup.__dict__, "micro_batch": setup.micro_batch + 1}),
+                             traits=traits)
+    assert bigger.total_bytes >= memory.total_bytes
+
+
+@settings(max_examples=30, deadline=None)
+@given(hs.sampled_from(CATALOG), hs.integers(2, 512))
+def test_each_zero_stage_holds_no_more_than_the_one_before(key, gpus):
+    summary, spec = catalog.stored_summary(key), catalog.stored_spec(key)
+    setup = TrainingSetup(micro_batch=1, sequence=512)
+    states = [training_memory(summary, spec, setup, Layout(gpus, zero=stage)).model_state_bytes for stage in ZERO_ORDER]
+    assert states == sorted(states, reverse=True)
+
+
+ZERO_ORDER = (0, 1, 2, 3)
