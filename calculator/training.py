@@ -886,101 +886,106 @@ def _distinct_stages(stages: list[_Stage]) -> list[_Stage]:
     return list(picked.values())
 
 
-def _stage_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, layout: Layout,
-                  traits: ModelTraits, stage: _Stage) -> TrainingMemory:
+@dataclass(frozen=True)
+class _States:
+    """Model states of one GPU: what stays there, what waits on the CPU."""
+
+    weights: int  # stored weights, master copy and the model's buffers
+    master: int
+    optimizer: int
+    grads_backward: int  # gradients while the backward pass runs
+    grads: int  # gradients at the optimizer step (DeepSpeed adds a float32 copy then)
+    buffers: int  # DDP's gradient buckets, ZeRO-3's gathered layer
+    step_buffers: int
+    cpu: int
+    trainable: int  # trainable parameters held by this GPU (before ZeRO)
+    trainable_total: int
+    tensors: tuple
+
+
+def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, layout: Layout,
+                  stage: _Stage) -> _States:
+    """Weights, master copy, gradients and optimizer states of one GPU: split by tensor and
+    pipeline parallelism first, then by ZeRO over the data-parallel GPUs."""
     p = PRECISION_BYTES[setup.precision]
     t, d = layout.tensor, layout.data
     deepspeed = layout.accounting == "deepspeed"
-    fraction = stage.parameters / max(summary.parameters, 1)
     held = _tensor_share(summary, stage.parameters, t)  # parameters on this GPU before ZeRO
-
-    # Trainable tensors on this GPU, and the frozen base.
+    share = stage.parameters / max(summary.parameters, 1) / t
     if setup.method == "full":
-        tensors = full_tensors(summary, spec)
-        trainable_total = summary.parameters
+        tensors, trainable_total, trainable, base = full_tensors(summary, spec), summary.parameters, held, 0
     else:
         tensors = lora_tensors(summary, setup.lora_rank, setup.lora_targets)
         trainable_total = sum(x.parameters for x in tensors)
-    share = fraction / t  # this GPU's share of what is split
-    trainable = math.ceil(trainable_total * share) if setup.method != "full" else held
-    if setup.method == "qlora":
-        base = math.ceil(quantized_base_bytes(summary, p.weight, setup.double_quant) * share)
-    elif setup.method == "lora":
-        base = held * p.weight
-    else:
-        base = 0
-    buffers_fixed = summary.buffer_bytes_at("float32" if p.weight == 4 else "bfloat16")
+        trainable = math.ceil(trainable_total * share)
+        base = held * p.weight if setup.method == "lora" else \
+            math.ceil(quantized_base_bytes(summary, p.weight, setup.double_quant) * share)
 
-    def shard(size: int, stage_needed: int) -> int:
-        return math.ceil(size / d) if layout.zero >= stage_needed else size
+    def shard(size: int, from_stage: int) -> int:
+        return math.ceil(size / d) if layout.zero >= from_stage else size
 
-    working = trainable * p.weight  # the trainable weights in their stored precision
-    master = trainable * p.master
-    states_total = optimizer_state_bytes(tensors, setup.optimizer, p.state)
-    states = math.ceil(states_total * trainable / max(trainable_total, 1))
+    working, master = trainable * p.weight, trainable * p.master
+    states = math.ceil(optimizer_state_bytes(tensors, setup.optimizer, p.state) * trainable / max(trainable_total, 1))
     grads16 = trainable * p.grad
-    # DeepSpeed converts 16-bit gradients to float32 for the optimizer (its partition of them)
-    fp32_partition = shard(trainable * 4, 1) if (deepspeed and p.master) else 0
+    # DeepSpeed converts the 16-bit gradients to float32 for the optimizer (its partition of them)
+    fp32_grads = shard(trainable * 4, 1) if (deepspeed and p.master) else 0
 
-    # What stays on the GPU.
-    gpu_weights = shard(working + base, 3) + shard(master, 1)
-    gpu_states = shard(states, 1)
-    gpu_grads_backward = shard(grads16, 2)  # 16-bit gradients while the backward runs
+    weights, optimizer = shard(working + base, 3) + shard(master, 1), shard(states, 1)
+    grads_backward = shard(grads16, 2)
     if layout.zero == 3 and deepspeed:
-        gpu_grads_backward = 0  # reduced straight into the float32 partition
-    gpu_grads = gpu_grads_backward + fp32_partition
+        grads_backward = 0  # reduced straight into the float32 partition
     if layout.zero == 2 and deepspeed:
-        # DeepSpeed's estimator keeps room for every 16-bit gradient before it is reduced
-        gpu_grads = grads16 + fp32_partition
-        gpu_grads_backward = grads16
+        grads_backward = grads16  # DeepSpeed's estimator keeps room for every 16-bit gradient
+    grads = grads_backward + fp32_grads
     cpu = 0
     if layout.offload_optimizer:
         cpu += shard(master, 1) + shard(states, 1) + math.ceil(trainable * 4 / d)
-        gpu_weights -= shard(master, 1)
-        gpu_states = 0
-        gpu_grads = gpu_grads_backward = 0 if layout.zero >= 2 else grads16
+        weights, optimizer = weights - shard(master, 1), 0
+        grads = grads_backward = 0 if layout.zero >= 2 else grads16
     if layout.offload_parameters:
         cpu += shard(working + base, 3)
-        gpu_weights = 0
-    gpu_weights += buffers_fixed
+        weights = 0
+    weights += summary.buffer_bytes_at("float32" if p.weight == 4 else "bfloat16")
 
-    buffers = 0
-    if layout.zero == 0 and d > 1:
-        buffers = grads16  # DDP's gradient buckets (gradient_as_bucket_view=False)
-    largest = largest_module_parameters(summary, spec)
-    if layout.zero == 3:
-        # the largest layer gathered in 16 bits (DeepSpeed's estimator adds its gradients)
-        buffers = math.ceil((4 if deepspeed else 2) * largest / t)
+    buckets = grads16 if (layout.zero == 0 and d > 1) else 0  # DDP, gradient_as_bucket_view=False
+    buffers = buckets
+    if layout.zero == 3:  # the largest layer gathered in 16 bits (DeepSpeed's estimator adds its gradients)
+        buffers = math.ceil((4 if deepspeed else 2) * largest_module_parameters(summary, spec) / t)
+    return _States(weights=weights, master=0 if layout.offload_optimizer else shard(master, 1), optimizer=optimizer,
+                   grads_backward=grads_backward, grads=grads, buffers=buffers, step_buffers=buckets, cpu=cpu,
+                   trainable=trainable, trainable_total=trainable_total, tensors=tensors)
 
-    # Activations on this stage: 1F1B keeps min(p - stage, micro-batches) in flight.
-    model = activation_model(summary, spec, traits, setup, t, layout.sequence_parallel)
+
+def _backward_moments(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, layout: Layout,
+                      model: ActivationModel, stage: _Stage, states: _States) -> tuple[int, dict]:
+    """Activations this stage keeps, and the moments of the forward and backward pass that
+    compete for the peak: moment -> (activations kept, gradients in flight, parameter
+    gradients). Gradients appear layer after layer while activations are released: the start
+    of the backward (the loss's float32 gradients), the final norm, the last layer (every
+    layer's activations still kept) and the first (nearly every gradient already there),
+    each inside its MLP half, attention half and their norms."""
+    # 1F1B keeps min(p - stage, micro-batches) micro-batches in flight on a pipeline stage.
     in_flight = min(layout.pipeline - stage.index, max(setup.gradient_accumulation, 1))
     per_layer = model.layer_bytes(setup.checkpointing)
-    front_acts = (model.embedding_bytes - model.first_layer_saving) if stage.front else 0
-    micro = stage.layers * per_layer + front_acts + (model.head_bytes if stage.back else 0)
+    front = (model.embedding_bytes - model.first_layer_saving) if stage.front else 0
+    micro = stage.layers * per_layer + front + (model.head_bytes if stage.back else 0)
     others = (in_flight - 1) * micro
     activations = others + micro
 
-    # Forward and backward: gradients appear layer after layer while activations are freed.
-    # The moments that compete: the start of the backward (the logits' float32 gradients),
-    # the last layer's backward (every layer's activations still kept) and the first layer's
-    # (nearly every gradient already there), each inside the MLP half or the attention half.
-    accumulate = setup.gradient_accumulation > 1 or layout.pipeline > 1  # gradients live across micro-batches
-    persistent = gpu_weights + gpu_states + buffers + (gpu_grads_backward if accumulate else 0)
-    growing = 0 if accumulate else gpu_grads_backward
-    per_trainable = growing / max(trainable, 1)
-    head_grads = math.ceil(_head_trainable(summary, setup, t) * per_trainable) if stage.back else 0
-    front_grads = math.ceil(_front_trainable(summary, spec, setup, t) * per_trainable) if stage.front else 0
+    growing = 0 if _accumulates(setup, layout) else states.grads_backward
+    per_trainable = growing / max(states.trainable, 1)
+    head_grads = math.ceil(_head_trainable(summary, setup, layout.tensor) * per_trainable) if stage.back else 0
+    front_grads = math.ceil(_front_trainable(summary, spec, setup, layout.tensor) * per_trainable) if stage.front else 0
     layer_grads = max(growing - head_grads - front_grads, 0) / max(stage.layers, 1)
     recompute = model.recompute_extra(setup.checkpointing)
-    moments = {}  # moment -> (activations kept, gradients in flight, parameter gradients)
+    moments = {}
     if stage.back and model.logits_gradient:
         moments["loss"] = (activations, model.logits_gradient, 0)
-    rest_last = activations - (model.head_bytes if stage.back else 0)
-    if stage.back:  # the final norm's backward, once the loss and the head have released theirs
+    if stage.back:  # once the loss and the head have released theirs
         after_head = activations - model.loss_saved - model.labels_saved - model.head_weight_copy
         moments["final norm"] = (after_head, model.norm_flow, min(head_grads, growing))
-    rest_first = others + per_layer + front_acts
+    rest_last = activations - (model.head_bytes if stage.back else 0)
+    rest_first = others + per_layer + front
     for inner in model.moments:
         in_layer = math.ceil(inner.weight_parameters * per_trainable) if setup.method == "full" else 0
         flow = inner.flow + model.residual_gradient
@@ -988,35 +993,50 @@ def _stage_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
                                                  min(growing, head_grads + in_layer))
         moments[f"first layer ({inner.name})"] = (rest_first + recompute - inner.released, flow,
                                                   min(growing, math.ceil(growing - front_grads - layer_grads) + in_layer))
-    moment = max(moments, key=lambda key: sum(moments[key]))
-    kept, in_flight_temp, grads_at = moments[moment]
-    forward_backward = persistent + kept + in_flight_temp + grads_at
+    return activations, moments
 
-    # The optimizer step: every gradient, the states and the optimizer's temporaries.
+
+def _accumulates(setup: TrainingSetup, layout: Layout) -> bool:
+    """Gradients live across micro-batches: accumulation, and every pipeline."""
+    return setup.gradient_accumulation > 1 or layout.pipeline > 1
+
+
+def _stage_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, layout: Layout,
+                  traits: ModelTraits, stage: _Stage) -> TrainingMemory:
+    states = _model_states(summary, spec, setup, layout, stage)
+    model = activation_model(summary, spec, traits, setup, layout.tensor, layout.sequence_parallel)
+    activations, moments = _backward_moments(summary, spec, setup, layout, model, stage, states)
+    accumulated = states.grads_backward if _accumulates(setup, layout) else 0
+    persistent = states.weights + states.optimizer + states.buffers + accumulated
+    moment = max(moments, key=lambda key: sum(moments[key]))
+    kept, in_flight, grads_at = moments[moment]
+    forward_backward = persistent + kept + in_flight + grads_at
+
+    # The optimizer step: every gradient, the states and the optimizer's temporaries (under
+    # ZeRO, DeepSpeed's fused optimizer has none).
     temp = 0
-    if layout.zero == 0 and not layout.offload_optimizer:
-        temp = math.ceil(optimizer_step_temporary(tensors, setup.optimizer, setup.optimizer_impl, p.state)
-                         * trainable / max(trainable_total, 1))
-    step_buffers = grads16 if (layout.zero == 0 and d > 1) else 0
-    step = gpu_weights + gpu_grads + gpu_states + step_buffers + temp
+    if layout.zero == 0:
+        temp = math.ceil(optimizer_step_temporary(states.tensors, setup.optimizer, setup.optimizer_impl,
+                                                  PRECISION_BYTES[setup.precision].state)
+                         * states.trainable / max(states.trainable_total, 1))
+    step = states.weights + states.grads + states.optimizer + states.step_buffers + temp
 
     if forward_backward >= step:
-        phase, total, temporary = "forward-backward", forward_backward, in_flight_temp
-        at_peak = {"weights": gpu_weights, "gradients": grads_at + (gpu_grads_backward if accumulate else 0),
-                   "optimizer": gpu_states, "activations": kept, "buffers": buffers, "temporary": temporary}
+        phase, total, temporary = "forward-backward", forward_backward, in_flight
+        at_peak = {"weights": states.weights, "gradients": grads_at + accumulated, "optimizer": states.optimizer,
+                   "activations": kept, "buffers": states.buffers, "temporary": temporary}
     else:
         phase, total, temporary, moment = "optimizer-step", step, temp, "optimizer step"
-        at_peak = {"weights": gpu_weights, "gradients": gpu_grads, "optimizer": gpu_states, "activations": 0,
-                   "buffers": step_buffers, "temporary": temp}
-    assert sum(at_peak.values()) == total, (at_peak, total)
+        at_peak = {"weights": states.weights, "gradients": states.grads, "optimizer": states.optimizer,
+                   "activations": 0, "buffers": states.step_buffers, "temporary": temp}
     return TrainingMemory(
-        weights_bytes=gpu_weights, master_weights_bytes=0 if layout.offload_optimizer else shard(master, 1),
-        gradients_bytes=gpu_grads, optimizer_bytes=gpu_states, activations_bytes=activations,
-        buffers_bytes=buffers, temporary_bytes=temporary, total_bytes=total, peak_phase=phase, peak_moment=moment,
-        forward_backward_bytes=forward_backward, optimizer_step_bytes=step, cpu_bytes=cpu, at_peak=at_peak,
-        parameters=summary.parameters, trainable_parameters=trainable_total, gpus=layout.gpus,
-        data_parallel=d, tensor_parallel=t, pipeline_parallel=layout.pipeline, zero_stage=layout.zero,
-        pipeline_stage=stage.index)
+        weights_bytes=states.weights, master_weights_bytes=states.master, gradients_bytes=states.grads,
+        optimizer_bytes=states.optimizer, activations_bytes=activations, buffers_bytes=states.buffers,
+        temporary_bytes=temporary, total_bytes=total, peak_phase=phase, peak_moment=moment,
+        forward_backward_bytes=forward_backward, optimizer_step_bytes=step, cpu_bytes=states.cpu, at_peak=at_peak,
+        parameters=summary.parameters, trainable_parameters=states.trainable_total, gpus=layout.gpus,
+        data_parallel=layout.data, tensor_parallel=layout.tensor, pipeline_parallel=layout.pipeline,
+        zero_stage=layout.zero, pipeline_stage=stage.index)
 
 
 def _head_trainable(summary: ModelSummary, setup: TrainingSetup, tensor: int) -> int:
