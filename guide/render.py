@@ -27,31 +27,6 @@ h1[id], h2[id], h3[id], h4[id] { scroll-margin-top: 4.5rem; }
 # in a new one.
 _PAGE_SCRIPT = """<script>
 (function () {
-  // Charts above a section still grow as they draw: keep its heading in place for three
-  // seconds, unless the reader scrolls or follows another link first.
-  if (!window.__guideSettle) {
-    window.__guideSettle = function (target) {
-      const started = window.location.hash;
-      let settled = 0, reader = false;
-      const stop = function () { reader = true; };
-      ["wheel", "touchstart", "keydown", "mousedown"].forEach(function (name) {
-        window.addEventListener(name, stop, {once: true, capture: true});
-      });
-      const keep = setInterval(function () {
-        const heading = document.getElementById(target);
-        if (reader || !heading || window.location.hash !== started || ++settled > 30) {
-          clearInterval(keep);
-          return;
-        }
-        const top = heading.getBoundingClientRect().top;
-        if (top < 0 || top > window.innerHeight / 3) { heading.scrollIntoView({block: "start"}); }
-      }, 100);
-    };
-    window.addEventListener("hashchange", function () {
-      const target = decodeURIComponent(window.location.hash.slice(1));
-      if (target) { window.__guideSettle(target); }
-    });
-  }
   const target = decodeURIComponent(window.location.hash.slice(1));
   const key = window.location.pathname + window.location.search + "#" + target;
   if (target && window.__guideScrolledTo !== key) {
@@ -62,7 +37,6 @@ _PAGE_SCRIPT = """<script>
         heading.scrollIntoView({block: "start"});
         window.__guideScrolledTo = key;
         clearInterval(timer);
-        window.__guideSettle(target);
       } else if (++tries > 60) {
         clearInterval(timer);
       }
@@ -108,6 +82,35 @@ _SWITCH_SCRIPT = """<script>
 </script>"""
 
 
+# Following a link to another section of the same page only changes the #fragment: the
+# browser jumps there, then charts above the section finish drawing and push it away. This
+# keeps the heading in place for three seconds, unless the reader scrolls or clicks first.
+_HASH_SCRIPT = """<script>
+(function () {
+  if (window.__guideHashWatch) { return; }
+  window.__guideHashWatch = true;
+  window.addEventListener("hashchange", function () {
+    const target = decodeURIComponent(window.location.hash.slice(1));
+    const started = window.location.hash;
+    let ticks = 0, reader = false;
+    const stop = function () { reader = true; };
+    ["wheel", "touchstart", "keydown", "mousedown"].forEach(function (name) {
+      window.addEventListener(name, stop, {once: true, passive: true});
+    });
+    const keep = setInterval(function () {
+      const heading = target && document.getElementById(target);
+      if (reader || !heading || window.location.hash !== started || ++ticks > 30) {
+        clearInterval(keep);
+        return;
+      }
+      const top = heading.getBoundingClientRect().top;
+      if (top < 0 || top > window.innerHeight / 3) { heading.scrollIntoView({block: "start"}); }
+    }, 100);
+  });
+})();
+</script>"""
+
+
 @lru_cache(maxsize=32)
 def _blocks(chapter_name: str, lang: str):
     return parse((chapters.CONTENT / lang / f"{chapter_name}.md").read_text(encoding="utf-8"))
@@ -144,6 +147,7 @@ def render_page(slug: str) -> None:
 
 def _frame(chapter: Chapter, lang: str, blocks) -> None:
     st.html(_STYLE)
+    st.html(_HASH_SCRIPT, unsafe_allow_javascript=True)
     with st.sidebar:
         st.markdown(f"**{t('frame.guide_title')}**")
         _language_switch(lang, blocks)
