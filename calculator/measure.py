@@ -50,6 +50,16 @@ class LiveBytes(TorchDispatchMode):
             self.current -= entry[0]
             del self._refs[key]
 
+    def count(self, tensors) -> None:
+        """Count tensors created before the block (a model's weights) as live."""
+        for tensor in tensors:
+            if isinstance(tensor, torch.Tensor) and tensor.device.type != "meta":
+                self._track(tensor)
+
+    def reset_peak(self) -> None:
+        """Start a new peak from what is live now (one training step after another)."""
+        self.peak = self.current
+
     def retained(self) -> int:
         """Bytes still held by tensors created inside the block (outputs, caches)."""
         return self.current

@@ -77,6 +77,13 @@ CHAPTERS: tuple[Chapter, ...] = (
         anchors=("device-map", "offload-cost", "zero-offload"),
     ),
     Chapter(
+        slug="fine-tuning",
+        page="chapter_pages/fine_tuning.py",
+        titles={"en": "Memory for fine-tuning", "fr": "La mémoire du fine-tuning"},
+        icon=":material/model_training:",
+        anchors=("training-memory", "optimizer-states", "activations", "lora", "zero", "distributed", "accuracy"),
+    ),
+    Chapter(
         slug="estimator",
         page="chapter_pages/estimator.py",
         titles={"en": "Model memory estimator", "fr": "Estimateur de mémoire des modèles"},

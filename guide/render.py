@@ -23,17 +23,24 @@ h1[id], h2[id], h3[id], h4[id] { scroll-margin-top: 4.5rem; }
 .st-key-nav-footer a p { font-size: 1rem; }
 </style>"""
 
-# Streamlit scrolls to the URL's #section only on a tab's first load; after moving inside
-# the app it does not. This scrolls once the section's heading exists, for every new URL,
-# and again while the page is still arriving (the content below a heading can come after
-# it, and charts above it take their height late), until the heading has stayed in place
-# with the page idle, or the reader scrolls or clicks. A section that does not exist is
-# said so, in the reader's language.
-_PAGE_SCRIPT = """<script>
+# One script for the whole session, installed before any chapter text is drawn:
+# - keepInView(section): Streamlit scrolls to the URL's #section only on a tab's first load,
+#   and not after moving inside the app or when the content above the heading takes its
+#   height late (charts, calculators). This scrolls to the heading and keeps it in place
+#   until it has stayed there with the page idle, or the reader scrolls or clicks. A section
+#   that does not exist is said so, in the reader's language. Called after every render for
+#   the URL's #section, and on every change of #section within a page.
+# - links between chapters stay in the same tab (Streamlit opens markdown links in new ones);
+# - Streamlit's "Page not found" dialog, in English only, is closed: the page says it instead.
+_FRAME_SCRIPT = """<script>
 (function () {
-  const target = decodeURIComponent(window.location.hash.slice(1));
-  const key = window.location.pathname + window.location.search + "#" + target;
-  if (target && window.__guideScrolledTo !== key && window.__guideScrolling !== key) {
+  window.__guideMissingSection = MISSING_SECTION;
+  if (window.__guideFrame) { return; }
+  window.__guideFrame = true;
+
+  window.__guideKeepInView = function (target) {
+    const key = window.location.pathname + window.location.search + "#" + target;
+    if (!target || window.__guideScrolledTo === key || window.__guideScrolling === key) { return; }
     window.__guideScrolling = key;
     let tries = 0, steady = 0, moved = false;
     const stop = function () { moved = true; };
@@ -44,17 +51,17 @@ _PAGE_SCRIPT = """<script>
       const heading = document.getElementById(target);
       const done = function () {
         window.__guideScrolledTo = key;
-        window.__guideScrolling = null;
+        if (window.__guideScrolling === key) { window.__guideScrolling = null; }
         clearInterval(timer);
       };
       const here = window.location.pathname + window.location.search + window.location.hash;
       if (moved || ++tries > 150 || decodeURIComponent(here) !== decodeURIComponent(key)) { return done(); }
       if (!heading) {
-        if (tries === 30) {  // 3 s and still no such heading: say so, stay at the top
+        if (tries === 30) {  // 3 s and still no such heading: say so, stay where we are
           const note = document.createElement("div");
           note.setAttribute("role", "status");
           note.className = "guide-missing-section";
-          note.textContent = MISSING_SECTION.replace("{section}", target.slice(0, 60));
+          note.textContent = window.__guideMissingSection.replace("{section}", target.slice(0, 60));
           document.body.appendChild(note);
           setTimeout(function () { note.remove(); }, 10000);
           done();
@@ -67,49 +74,46 @@ _PAGE_SCRIPT = """<script>
         heading.scrollIntoView({block: "start"});
         steady = 0;
       } else if (++steady >= 8 && tries > 30 && !document.querySelector("[data-testid='stStatusWidget']")) {
-        done();  // in place for 0.8 s, 3 s passed and the page is idle: charts above have their height
+        done();  // in place for 0.8 s, 3 s passed and the page is idle: what is above has its height
       }
     }, 100);
-  }
+  };
+  window.addEventListener("hashchange", function () {
+    window.__guideKeepInView(decodeURIComponent(window.location.hash.slice(1)));
+  });
+
+  const tidy = function () {
+    document.querySelectorAll("[data-testid='stMarkdownContainer'] a[target='_blank']").forEach(function (link) {
+      const href = link.getAttribute("href") || "";
+      if (!/^[a-z][a-z0-9+.-]*:/i.test(href) && !href.startsWith("//")) {
+        link.removeAttribute("target");
+        link.removeAttribute("rel");
+      }
+    });
+    document.querySelectorAll(".stDialog [role='dialog']").forEach(function (dialog) {
+      const title = dialog.querySelector("h2");
+      const close = dialog.querySelector("button[aria-label='Close']");
+      if (title && title.textContent === "Page not found" && close) { close.click(); }
+    });
+  };
+  new MutationObserver(tidy).observe(document.body, {childList: true, subtree: true,
+                                                     attributes: true, attributeFilter: ["target"]});
+  tidy();
+  // A plain click on a link to another chapter opens it here, whatever the link's target.
+  document.addEventListener("click", function (event) {
+    const link = event.target.closest ? event.target.closest("[data-testid='stMarkdownContainer'] a[href]") : null;
+    const href = link ? link.getAttribute("href") || "" : "";
+    if (!link || /^[a-z][a-z0-9+.-]*:/i.test(href) || href.startsWith("//") || href.startsWith("#")) { return; }
+    if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) { return; }
+    event.preventDefault();
+    window.location.assign(link.href);
+  }, true);
 })();
 </script>"""
 
-# Installed before any chapter text is drawn: links between chapters stay in the same tab
-# (Streamlit opens every markdown link in a new one), and Streamlit's "Page not found" dialog,
-# which is in English only, is closed (the home page says it in the reader's language).
-_LINK_SCRIPT = """<script>
-(function () {
-  if (!window.__guideLinkObserver) {
-    const tidy = function () {
-      document.querySelectorAll("[data-testid='stMarkdownContainer'] a[target='_blank']").forEach(function (link) {
-        const href = link.getAttribute("href") || "";
-        if (!/^[a-z][a-z0-9+.-]*:/i.test(href) && !href.startsWith("//")) {
-          link.removeAttribute("target");
-          link.removeAttribute("rel");
-        }
-      });
-      // Streamlit's own "Page not found" dialog is in English only; the page says it instead.
-      document.querySelectorAll(".stDialog [role='dialog']").forEach(function (dialog) {
-        const title = dialog.querySelector("h2");
-        const close = dialog.querySelector("button[aria-label='Close']");
-        if (title && title.textContent === "Page not found" && close) { close.click(); }
-      });
-    };
-    window.__guideLinkObserver = new MutationObserver(tidy);
-    window.__guideLinkObserver.observe(document.body, {childList: true, subtree: true,
-                                                       attributes: true, attributeFilter: ["target"]});
-    tidy();
-    // A plain click on a link to another chapter opens it here, whatever the link's target.
-    document.addEventListener("click", function (event) {
-      const link = event.target.closest ? event.target.closest("[data-testid='stMarkdownContainer'] a[href]") : null;
-      const href = link ? link.getAttribute("href") || "" : "";
-      if (!link || /^[a-z][a-z0-9+.-]*:/i.test(href) || href.startsWith("//") || href.startsWith("#")) { return; }
-      if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) { return; }
-      event.preventDefault();
-      window.location.assign(link.href);
-    }, true);
-  }
-})();
+# After every render: bring the URL's #section into view (a new page, or content moved).
+_SCROLL_CALL = """<script>
+if (window.__guideKeepInView) { window.__guideKeepInView(decodeURIComponent(window.location.hash.slice(1))); }
 </script>"""
 
 # The language switch keeps the page, the calculator values and the section in view: it
@@ -169,13 +173,13 @@ def render_page(slug: str) -> None:
         elif isinstance(block, ChapterList):
             _chapter_list(lang)
     _footer(chapter, lang)
-    script = _PAGE_SCRIPT.replace("MISSING_SECTION", json.dumps(t("frame.unknown_section")))
-    st.html(script, unsafe_allow_javascript=True)
+    st.html(_SCROLL_CALL, unsafe_allow_javascript=True)
 
 
 def _frame(chapter: Chapter, lang: str, blocks) -> None:
     st.html(_STYLE)
-    st.html(_LINK_SCRIPT, unsafe_allow_javascript=True)
+    st.html(_FRAME_SCRIPT.replace("MISSING_SECTION", json.dumps(t("frame.unknown_section"))),
+            unsafe_allow_javascript=True)
     with st.sidebar:
         st.markdown(f"**{t('frame.guide_title')}**")
         _language_switch(lang, blocks)

@@ -55,7 +55,9 @@ def widget_text(page, name: str) -> str:
 def test_every_contract_deep_link_lands(server, page, chapter, lang):
     for anchor in chapter.anchors:
         open_url(page, f"{server.url}/{chapter.slug}?lang={lang}#{anchor}")
-        assert heading_in_view(page, anchor), f"{chapter.slug}#{anchor} ({lang}) is not in view"
+        if not heading_in_view(page, anchor):
+            where = page.evaluate("(id) => { const h = document.getElementById(id); return [h ? h.getBoundingClientRect().top : null, window.__guideScrolling, window.__guideScrolledTo, location.href, window.innerHeight]; }", anchor)
+            raise AssertionError(f"{chapter.slug}#{anchor} ({lang}) is not in view: {where}")
         assert page.locator("h1").first.inner_text() == chapter.title(lang)
 
 

@@ -3,8 +3,6 @@ GPU, CPU and disk budgets, the cost of streaming offloaded weights, and the code
 
 from __future__ import annotations
 
-import threading
-
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -17,22 +15,6 @@ from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_
 
 KEYS = ("om_model", "om_gpu", "om_dtype", "om_gpus", "om_gpu_gib", "om_cpu_gib", "om_disk_gib")
 COLOURS = {"gpu": "#2ca02c", "cpu": "#ff7f0e", "disk": "#d62728"}
-
-
-def _warm_up() -> None:
-    """Import torch, transformers and accelerate in the background as soon as the app loads
-    its widgets: the planner needs them, and importing them takes seconds. Until this
-    chapter is rendered the reader is elsewhere; a page that needs them meanwhile waits on
-    Python's import lock, never imports twice."""
-    try:
-        import accelerate.utils  # noqa: F401
-        import torch  # noqa: F401
-        import transformers.modeling_utils  # noqa: F401
-    except Exception:  # the page reports any real problem when it builds the model
-        pass
-
-
-threading.Thread(target=_warm_up, name="device-map-warm-up", daemon=True).start()
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -60,7 +42,10 @@ def render(ctx: Context) -> None:
         st.warning(ctx.t("offload.budget_over_card", budget=gpu_gib, gpu=gpu.name,
                          capacity=format_bytes(gpu.memory_bytes, lang)))
     key = catalog.find(model.name).key
-    plan = plan_device_map(meta_model(key, dtype), [gpu_gib * GIB] * gpus, cpu_gib * GIB, dtype)
+    # The first plan in a server process imports torch, transformers and accelerate (seconds).
+    with st.spinner(ctx.t("offload.building"), show_time=True):
+        model_on_meta = meta_model(key, dtype)
+    plan = plan_device_map(model_on_meta, [gpu_gib * GIB] * gpus, cpu_gib * GIB, dtype)
     cost = forward_cost(plan, gpu)
     devices = list(plan.bytes_by_device)
     fig = go.Figure()

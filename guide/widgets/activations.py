@@ -1,0 +1,102 @@
+"""fine-tuning#activations: what the backward pass keeps, against the sequence length, with
+no recomputation, selective recomputation and full checkpointing; what one layer keeps; the
+largest micro-batch for each."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.errors import CalculatorError
+from calculator.training import ATTENTION, CHECKPOINTING, TrainingSetup, activation_model, largest_micro_batch, \
+    training_memory
+from guide.charts import GIB, base_layout, capacity_line
+from guide.format import format_bytes, format_number
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker
+from guide.widgets.training_inputs import method_picker, number, precision_picker, show_error, traits_of
+
+KEYS = ("ac_model", "ac_gpu", "ac_precision", "ac_method", "ac_batch", "ac_sequence", "ac_attention")
+GROUPS = ("norm", "attention", "scores", "mlp", "dropout", "lora")
+
+
+def sequence_lengths(chosen: int, limit: int) -> list[int]:
+    """Powers of two from 512 to 32k (or the model's shorter context window), and the chosen length."""
+    top = max(min(limit or 32_768, 32_768), 512)
+    lengths, n = [], 512
+    while n <= top:
+        lengths.append(n)
+        n *= 2
+    return sorted(set(lengths) | {chosen})
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2 = st.columns(2)
+    model = model_picker(ctx, "ac_model", default="llama-3.1-8b", container=c1)
+    gpu = gpu_picker(ctx, "ac_gpu", default="a100-80gb", container=c2)
+    c3, c4, c5, c6, c7 = st.columns(5)
+    precision = precision_picker(ctx, "ac_precision", container=c3)
+    method = method_picker(ctx, "ac_method", default="lora", container=c4)
+    batch = number(ctx, "micro_batch", "ac_batch", 1, 4096, container=c5)
+    sequence = number(ctx, "sequence", "ac_sequence", 4096, 1_048_576, container=c6, step=256)
+    options = list(ATTENTION)
+    attention = c7.selectbox(ctx.t("training.attention"), options, key="ac_attention", bind="query-params",
+                             help=ctx.t("training.attention_help"))
+    traits = traits_of(model)
+    base = TrainingSetup(method=method, precision=precision, micro_batch=batch, sequence=sequence, attention=attention)
+    try:
+        chosen = {mode: training_memory(model.summary, model.spec, replace(base, checkpointing=mode), traits=traits)
+                  for mode in CHECKPOINTING}
+    except CalculatorError as error:
+        show_error(ctx, error)
+        share_box(ctx, KEYS)
+        return
+    lengths = sequence_lengths(sequence, model.spec.max_positions)
+    fig = go.Figure()
+    labels = [format_number(n, 0, lang) for n in lengths]
+    for mode in CHECKPOINTING:
+        peaks = [training_memory(model.summary, model.spec, replace(base, checkpointing=mode, sequence=n),
+                                 traits=traits).total_bytes / GIB for n in lengths]
+        fig.add_scatter(x=labels, y=peaks, mode="lines+markers", name=ctx.t(f"activations.mode_{mode}"))
+    fig.update_xaxes(type="category")
+    base_layout(fig, ctx.t("training.sequence"), ctx.t("common.memory_axis"), lang, height=340)
+    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="ac_chart")
+
+    columns = st.columns(3)
+    largest = {}
+    for column, mode in zip(columns, CHECKPOINTING):
+        largest[mode] = largest_micro_batch(model.summary, model.spec, gpu.memory_bytes,
+                                            replace(base, checkpointing=mode), traits=traits)
+        column.metric(ctx.t(f"activations.mode_{mode}"), format_bytes(chosen[mode].activations_bytes, lang))
+    st.markdown(ctx.t("activations.largest", gpu=gpu.name, sequence=format_number(sequence, 0, lang),
+                      none=largest["none"], selective=largest["selective"], full=largest["full"]))
+
+    layer = activation_model(model.summary, model.spec, traits, base)
+    sums = {group: sum(s.bytes for s in layer.layer if s.group == group) for group in GROUPS}
+    rows = [{ctx.t("activations.col_what"): ctx.t(f"activations.group_{group}"),
+             ctx.t("activations.col_bytes"): format_bytes(size, lang)} for group, size in sums.items() if size]
+    rows.append({ctx.t("activations.col_what"): ctx.t("activations.group_total"),
+                 ctx.t("activations.col_bytes"): format_bytes(sum(sums.values()), lang)})
+    st.markdown(ctx.t("activations.layer_title", layers=model.spec.layers + model.spec.encoder_layers))
+    st.dataframe(rows, hide_index=True)
+    h, heads = model.spec.hidden, model.spec.heads
+    linear = 34 * sequence * batch * h
+    korthikanti = linear + 5 * heads * sequence * sequence * batch
+    st.caption(ctx.t("activations.korthikanti", formula=format_bytes(korthikanti, lang),
+                     linear=format_bytes(linear, lang),
+                     ours=format_bytes(sum(sums.values()), lang),
+                     logits=format_bytes(sum(s.bytes for s in layer.head if s.name.startswith("loss")), lang)))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="activations",
+    render=render,
+    params=(Param("ac_model", "google/gemma-2-9b"), Param("ac_gpu", "NVIDIA H200 SXM"), Param("ac_precision", "float32"),
+            Param("ac_method", "full"), Param("ac_batch", "2"), Param("ac_sequence", "8192"),
+            Param("ac_attention", "eager")),
+)

@@ -1,0 +1,75 @@
+"""fine-tuning#lora: full fine-tuning, LoRA and QLoRA side by side for the reader's model,
+rank and target modules, on their GPU."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.errors import CalculatorError
+from calculator.training import METHODS, TrainingSetup, largest_micro_batch, lora_parameters, training_memory
+from guide.charts import capacity_line
+from guide.format import escape_markdown, format_bytes, format_count, format_number
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker
+from guide.widgets.training_inputs import component_chart, number, peak_parts, precision_picker, show_error, \
+    traits_of
+
+KEYS = ("lo_model", "lo_gpu", "lo_precision", "lo_rank", "lo_targets", "lo_batch", "lo_sequence")
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2 = st.columns(2)
+    model = model_picker(ctx, "lo_model", container=c1)
+    gpu = gpu_picker(ctx, "lo_gpu", default="rtx4090", container=c2)
+    c3, c4, c5 = st.columns([1, 1, 2])
+    precision = precision_picker(ctx, "lo_precision", default="bfloat16", container=c3)
+    rank = number(ctx, "lora_rank", "lo_rank", 16, 4096, container=c4)
+    targets = c5.text_input(ctx.t("training.lora_targets"), value="all-linear", max_chars=300, key="lo_targets",
+                            bind="query-params", help=ctx.t("training.lora_targets_help"))
+    c6, c7 = st.columns(2)
+    batch = number(ctx, "micro_batch", "lo_batch", 1, 4096, container=c6)
+    sequence = number(ctx, "sequence", "lo_sequence", 2048, 1_048_576, container=c7, step=256)
+    traits = traits_of(model)
+    try:
+        adapters = lora_parameters(model.summary, rank, targets)
+        setups = [TrainingSetup(method=m, precision=precision, micro_batch=batch, sequence=sequence, lora_rank=rank,
+                                lora_targets=targets) for m in METHODS]
+        memories = [training_memory(model.summary, model.spec, s, traits=traits) for s in setups]
+    except CalculatorError as error:
+        show_error(ctx, error)
+        share_box(ctx, KEYS)
+        return
+    parameters = model.summary.parameters
+    m1, m2 = st.columns(2)
+    m1.metric(ctx.t("lora.trainable"), format_count(adapters, lang),
+              ctx.t("lora.share", percent=format_number(100 * adapters / parameters, 2, lang)), delta_color="off", delta_arrow="off")
+    m2.metric(ctx.t("lora.qlora_weights"), format_bytes(memories[2].weights_bytes, lang),
+              ctx.t("lora.instead_of", size=format_bytes(memories[1].weights_bytes, lang)), delta_color="off", delta_arrow="off")
+    labels = [ctx.t(f"training.method_{m}") for m in METHODS]
+    fig = component_chart(ctx, labels, peak_parts(memories), "")
+    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="lo_chart")
+    rows = []
+    for label, setup, memory in zip(labels, setups, memories):
+        largest = largest_micro_batch(model.summary, model.spec, gpu.memory_bytes, setup, traits=traits)
+        rows.append({
+            ctx.t("training.method"): label,
+            ctx.t("lora.col_trained"): format_count(memory.trainable_parameters, lang),
+            ctx.t("training.part_weights"): format_bytes(memory.weights_bytes, lang),
+            ctx.t("training.part_activations"): format_bytes(memory.activations_bytes, lang),
+            ctx.t("training.column_peak"): format_bytes(memory.total_bytes, lang),
+            ctx.t("lora.col_largest"): largest,
+        })
+    st.dataframe(rows, hide_index=True)
+    st.caption(ctx.t("lora.caption", targets=escape_markdown(targets, 80), rank=rank))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="lora",
+    render=render,
+    params=(Param("lo_model", "Qwen/Qwen2.5-7B"), Param("lo_gpu", "NVIDIA H100 SXM"), Param("lo_precision", "mixed"),
+            Param("lo_rank", "64"), Param("lo_targets", "q_proj,v_proj"), Param("lo_batch", "2"),
+            Param("lo_sequence", "1024")),
+)

@@ -1,0 +1,54 @@
+"""fine-tuning#optimizer-states: weights, gradients and optimizer states of one model with
+AdamW, 8-bit AdamW, SGD with momentum and Adafactor."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.training import OPTIMIZERS, TrainingSetup, training_memory
+from guide.format import format_bytes, format_count, format_number
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import model_picker
+from guide.widgets.training_inputs import component_chart, method_picker, precision_picker, traits_of
+
+KEYS = ("os_model", "os_precision", "os_method")
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2, c3 = st.columns(3)
+    model = model_picker(ctx, "os_model", container=c1)
+    precision = precision_picker(ctx, "os_precision", container=c2)
+    method = method_picker(ctx, "os_method", container=c3)
+    traits = traits_of(model)
+    memories = [training_memory(model.summary, model.spec, TrainingSetup(method=method, precision=precision,
+                                                                          optimizer=name, micro_batch=1, sequence=1),
+                                traits=traits) for name in OPTIMIZERS]
+    trainable = memories[0].trainable_parameters
+    parts = {"weights": [m.weights_bytes - m.master_weights_bytes for m in memories],
+             "master": [m.master_weights_bytes for m in memories],
+             "gradients": [m.gradients_bytes for m in memories],
+             "optimizer": [m.optimizer_bytes for m in memories]}
+    fig = component_chart(ctx, list(OPTIMIZERS), parts, ctx.t("training.optimizer"))
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="os_chart")
+    rows = []
+    for name, memory in zip(OPTIMIZERS, memories):
+        rows.append({
+            ctx.t("training.optimizer"): name,
+            ctx.t("optimizer_states.col_per_parameter"): format_number(memory.optimizer_bytes / trainable, 3, lang),
+            ctx.t("optimizer_states.col_states"): format_bytes(memory.optimizer_bytes, lang),
+            ctx.t("optimizer_states.col_model_states"): format_bytes(memory.model_state_bytes, lang),
+        })
+    st.dataframe(rows, hide_index=True)
+    adamw, adafactor = memories[0].optimizer_bytes, memories[OPTIMIZERS.index("adafactor")].optimizer_bytes
+    st.caption(ctx.t("optimizer_states.caption", trainable=format_count(trainable, lang),
+                     ratio=format_number(adamw / max(adafactor, 1), 0, lang)))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="optimizer-states",
+    render=render,
+    params=(Param("os_model", "mistralai/Mistral-7B-v0.1"), Param("os_precision", "float32"),
+            Param("os_method", "lora")),
+)

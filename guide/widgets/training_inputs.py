@@ -1,0 +1,91 @@
+"""Inputs and figures the fine-tuning chapter's calculators share (not a widget itself).
+
+Options of bound inputs are the calculator's own names (mixed, adamw, lora...): they go into
+the URL as they are, the same in both languages; the help text explains them."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator import catalog
+from calculator.errors import CalculatorError
+from calculator.estimate import ResolvedModel
+from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, ModelTraits, TrainingMemory, \
+    traits_from_config
+from guide.charts import stacked_memory
+from guide.format import escape_markdown
+from guide.widgets import Context
+
+# Components of a training step, in stacking order, with one colour each across the chapter.
+COMPONENTS = ("weights", "master", "gradients", "optimizer", "activations", "buffers", "temporary")
+COLORS = {"weights": "#3366cc", "master": "#8fb0e6", "gradients": "#ff9900", "optimizer": "#dc3912",
+          "activations": "#109618", "buffers": "#990099", "temporary": "#9aa5b1"}
+
+
+def _select(ctx: Context, label: str, options, default, key: str, container) -> str:
+    options = list(options)
+    return container.selectbox(ctx.t(f"training.{label}"), options, index=options.index(default), key=key,
+                               bind="query-params", help=ctx.t(f"training.{label}_help"))
+
+
+def precision_picker(ctx: Context, key: str, default: str = "mixed", container=st) -> str:
+    return _select(ctx, "precision", PRECISIONS, default, key, container)
+
+
+def optimizer_picker(ctx: Context, key: str, default: str = "adamw", container=st) -> str:
+    return _select(ctx, "optimizer", OPTIMIZERS, default, key, container)
+
+
+def method_picker(ctx: Context, key: str, default: str = "full", container=st) -> str:
+    return _select(ctx, "method", METHODS, default, key, container)
+
+
+def checkpointing_picker(ctx: Context, key: str, default: str = "none", container=st) -> str:
+    return _select(ctx, "checkpointing", CHECKPOINTING, default, key, container)
+
+
+def number(ctx: Context, label: str, key: str, default: int, high: int, container=st, low: int = 1,
+           step: int = 1) -> int:
+    return int(container.number_input(ctx.t(f"training.{label}"), min_value=low, max_value=high, value=default,
+                                      step=step, key=key, bind="query-params"))
+
+
+def traits_of(model: ResolvedModel) -> ModelTraits:
+    """How the model's layers compute (norm, activation, dropout), from its catalog config."""
+    entry = catalog.find(model.name)
+    return traits_from_config(catalog.config(entry.key) if entry else None, model.summary.model_type)
+
+
+def peak_parts(memories: list[TrainingMemory]) -> dict[str, list[int]]:
+    """What each GPU holds at its peak, component by component (the master copy apart)."""
+    parts = {name: [] for name in COMPONENTS}
+    for memory in memories:
+        at_peak = memory.at_peak
+        master = memory.master_weights_bytes if at_peak["weights"] >= memory.master_weights_bytes else 0
+        parts["weights"].append(at_peak["weights"] - master)
+        parts["master"].append(master)
+        for name in ("gradients", "optimizer", "activations", "buffers", "temporary"):
+            parts[name].append(at_peak[name])
+    return parts
+
+
+def component_chart(ctx: Context, x: list, parts: dict[str, list[int]], x_title: str):
+    """Stacked bars of the components, with the chapter's colours; empty components hidden."""
+    shown = {name: values for name, values in parts.items() if any(values)}
+    fig = stacked_memory(x, {ctx.t(f"training.part_{name}"): values for name, values in shown.items()},
+                         x_title, ctx.t("common.memory_axis"), ctx.lang)
+    for trace, name in zip(fig.data, shown):
+        trace.marker.color = COLORS[name]
+    return fig
+
+
+def moment(ctx: Context, memory: TrainingMemory) -> str:
+    """Where the peak comes, in words."""
+    key = memory.peak_moment.replace(" ", "_").replace("(", "").replace(")", "")
+    return ctx.t(f"training.moment_{key}")
+
+
+def show_error(ctx: Context, error: CalculatorError) -> None:
+    """The error in the reader's language, with whatever they typed shown as plain text."""
+    params = {key: escape_markdown(value, 400) for key, value in error.params.items()}
+    st.error(ctx.t(f"error.{error.code}", **params))

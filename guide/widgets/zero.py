@@ -1,0 +1,86 @@
+"""fine-tuning#zero: what one GPU holds as the number of GPUs grows, for a ZeRO stage, with
+optional CPU offload; the ZeRO paper's model states next to DeepSpeed's estimator."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.errors import CalculatorError
+from calculator.training import ZERO_STAGES, Layout, TrainingSetup, training_memory
+from guide.charts import capacity_line
+from guide.format import format_bytes
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker
+from guide.widgets.training_inputs import component_chart, number, peak_parts, show_error, traits_of
+
+KEYS = ("ze_model", "ze_gpu", "ze_stage", "ze_gpus", "ze_offload", "ze_offload_params", "ze_deepspeed")
+SETUP = TrainingSetup(micro_batch=1, sequence=2048)  # mixed precision AdamW, as in the ZeRO paper
+
+
+def gpu_counts(top: int) -> list[int]:
+    counts, n = [], 1
+    while n < top:
+        counts.append(n)
+        n *= 2
+    return counts + [top]
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2 = st.columns(2)
+    model = model_picker(ctx, "ze_model", container=c1)
+    gpu = gpu_picker(ctx, "ze_gpu", default="a100-40gb", container=c2)
+    c3, c4 = st.columns(2)
+    stage = c3.selectbox(ctx.t("zero.stage"), list(ZERO_STAGES), index=3, key="ze_stage", bind="query-params",
+                         help=ctx.t("zero.stage_help"))
+    top = number(ctx, "gpus", "ze_gpus", 16, 4096, container=c4)
+    c5, c6, c7 = st.columns(3)
+    offload = c5.checkbox(ctx.t("zero.offload"), key="ze_offload", bind="query-params", help=ctx.t("zero.offload_help"))
+    offload_params = c6.checkbox(ctx.t("zero.offload_params"), key="ze_offload_params", bind="query-params",
+                                 help=ctx.t("zero.offload_params_help"))
+    deepspeed = c7.checkbox(ctx.t("zero.deepspeed"), key="ze_deepspeed", bind="query-params",
+                            help=ctx.t("zero.deepspeed_help"))
+    accounting = "deepspeed" if deepspeed else "paper"
+    traits = traits_of(model)
+    counts = gpu_counts(int(top))
+    try:
+        memories = [training_memory(model.summary, model.spec, SETUP,
+                                    Layout(n, zero=int(stage), offload_optimizer=offload,
+                                           offload_parameters=offload_params, accounting=accounting), traits)
+                    for n in counts]
+    except CalculatorError as error:
+        show_error(ctx, error)
+        share_box(ctx, KEYS)
+        return
+    fig = component_chart(ctx, [str(n) for n in counts], peak_parts(memories), ctx.t("zero.x_axis"))
+    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="ze_chart")
+    last = memories[-1]
+    st.markdown(ctx.t(f"zero.formula_{stage}", n=counts[-1], states=format_bytes(last.model_state_bytes, lang)))
+    if last.cpu_bytes:
+        st.caption(ctx.t("zero.cpu", size=format_bytes(last.cpu_bytes, lang), n=counts[-1]))
+    rows = []
+    for other in ZERO_STAGES:
+        paper = training_memory(model.summary, model.spec, SETUP, Layout(counts[-1], zero=other), traits)
+        estimator = training_memory(model.summary, model.spec, SETUP,
+                                    Layout(counts[-1], zero=other, accounting="deepspeed"), traits)
+        rows.append({
+            ctx.t("zero.stage"): other,
+            ctx.t("zero.col_paper"): format_bytes(paper.model_state_bytes, lang),
+            ctx.t("zero.col_deepspeed"): format_bytes(estimator.model_state_bytes + estimator.buffers_bytes, lang),
+            ctx.t("training.column_peak"): format_bytes(paper.total_bytes, lang),
+            ctx.t("training.column_fits"): "✓" if paper.total_bytes <= gpu.memory_bytes else "✗",
+        })
+    st.dataframe(rows, hide_index=True)
+    st.caption(ctx.t("zero.caption", n=counts[-1]))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="zero",
+    render=render,
+    params=(Param("ze_model", "meta-llama/Llama-2-13b-hf"), Param("ze_gpu", "NVIDIA T4"), Param("ze_stage", "1"),
+            Param("ze_gpus", "64"), Param("ze_offload", "true"),
+            Param("ze_offload_params", "true", given=(("ze_offload", "true"),)),
+            Param("ze_deepspeed", "true")),
+)
