@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHMARKS = ["engine", "browser"]
+BENCHMARKS = ["engine", "browser", "activations"]
 
 for name in sys.argv[1:] or BENCHMARKS:
     importlib.import_module(f"bench.{name}").main()
