@@ -23,7 +23,7 @@ def home_of(name: str) -> str:
 
 def url_form(at, key: str) -> str | None:
     """The value a bound widget holds, written as it appears in a URL."""
-    for finder in (at.selectbox, at.number_input, at.checkbox, at.text_input, at.slider, at.radio):
+    for finder in (at.selectbox, at.number_input, at.checkbox, at.text_input, at.text_area, at.slider, at.radio):
         try:
             widget = finder(key=key)
         except KeyError:
