@@ -163,8 +163,9 @@ def diagnose(report: OomReport) -> tuple[Cause, ...]:
         causes.append(Cause("private_pools", {"pools": report.private_pools}))
     if report.requested >= report.total // 4:
         causes.append(Cause("huge_request", {"requested": report.requested, "total": report.total}))
-    if report.allocated + report.requested > report.total - (outside or 0) or not causes:
-        causes.append(Cause("real_overflow", {"needed": report.allocated + report.requested, "total": report.total}))
+    available = report.total - (outside or 0)
+    if report.allocated + report.requested > available or not causes:
+        causes.append(Cause("real_overflow", {"needed": report.allocated + report.requested, "available": available}))
     if report.free is not None and report.free >= report.requested:
         causes.append(Cause("free_now", {"free": report.free}))
     return tuple(causes)

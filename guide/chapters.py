@@ -52,7 +52,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         slug="oom",
         page="chapter_pages/oom.py",
         titles={"en": "It fits, but I still get out-of-memory errors",
-                "fr": "Le modèle tient, mais la mémoire finit quand même par manquer"},
+                "fr": "Le modèle tient, mais la mémoire finit par manquer"},
         icon=":material/memory:",
         anchors=("oom-message", "context-length", "dummy-data-test", "batch-size", "sort-by-length"),
     ),

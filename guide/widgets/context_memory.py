@@ -16,13 +16,20 @@ from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mo
 KEYS = ("cm_model", "cm_gpu", "cm_dtype", "cm_batch", "cm_attention", "cm_mode", "cm_kv")
 POINTS = 60
 DEFAULT_SPAN = 32_768  # models that do not say how long a context they take
+COLORS = ("#5b7db1", "#9ecae1", "#ff9f40")  # weights, cache, activations; the capacity line is red
 
 
-def context_points(span: int, marked: int) -> list[int]:
-    """Evenly spaced lengths up to `span`, with the marked length itself."""
-    step = max(span // POINTS, 1)
-    points = set(range(step, span + 1, step)) | {1, span}
-    if 0 < marked <= span:
+def shown_span(span: int, largest: int) -> int:
+    """How far the chart goes: far enough past the largest context that fits to show the
+    curve crossing the capacity, never past the model's own window."""
+    return min(span, max(4 * largest, 4096))
+
+
+def context_points(shown: int, marked: int) -> list[int]:
+    """Evenly spaced lengths up to `shown`, with the marked length itself."""
+    step = max(shown // POINTS, 1)
+    points = set(range(step, shown + 1, step)) | {1, shown}
+    if 0 < marked <= shown:
         points.add(marked)
     return sorted(points)
 
@@ -43,14 +50,16 @@ def render(ctx: Context) -> None:
     span = spec.max_positions or DEFAULT_SPAN
     capacity = gpu.memory_bytes
     largest = largest_context(summary, spec, capacity, batch, limit=span, **options)
-    points = context_points(span, largest)
+    shown = shown_span(span, largest)
+    points = context_points(shown, largest)
     memories = [inference_memory(summary, spec, batch, t, **options) for t in points]
     fig = go.Figure()
     parts = (("oom.weights", "weights_bytes"), ("oom.kv_cache", "kv_cache_bytes"),
              ("oom.activations", "activation_peak_bytes"))
-    for label, field in parts:
+    for (label, field), color in zip(parts, COLORS):
         fig.add_scatter(x=points, y=[getattr(m, field) / GIB for m in memories], name=ctx.t(label),
-                        stackgroup="memory", mode="lines")
+                        stackgroup="memory", mode="lines", line=dict(color=color))
+    fig.update_layout(legend_traceorder="normal")
     capacity_line(fig, capacity, ctx.t("common.capacity_of", gpu=gpu.name))
     if 0 < largest < span:
         fig.add_vline(x=largest, line_dash="dot", line_color="#2ca02c",
@@ -58,6 +67,8 @@ def render(ctx: Context) -> None:
                       annotation_position="top right")
     base_layout(fig, ctx.t("context_memory.x_axis"), ctx.t("common.memory_axis"), lang)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="cm_chart")
+    if shown < span:
+        st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
     _verdict(ctx, model, gpu, batch, largest, span, memories[0], options)
     share_box(ctx, KEYS)
 

@@ -36,7 +36,7 @@ def render(ctx: Context) -> None:
     memory = inference_memory(summary, spec, batch, context, dtype, attention=attention, mode=mode)
     st.metric(ctx.t("dummy_data.predicted"), format_bytes(memory.total_bytes, lang))
     code = dummy_data_snippet(model.name, summary.architecture, spec.kind, batch, context, dtype,
-                              memory.attention_used, mode, memory.total_bytes)
+                              memory.attention_used, mode, memory.total_bytes, lang)
     st.code(code, language="python")
     st.caption(ctx.t("dummy_data.caption"))
     share_box(ctx, KEYS)

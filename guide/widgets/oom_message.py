@@ -30,11 +30,12 @@ def render(ctx: Context) -> None:
         st.info(ctx.t("oom_message.empty"))
     else:
         reading = read(text)
-        if reading.report is None:
-            st.warning(ctx.t("oom_message.no_figures")) if reading.mentions_oom else \
-                st.error(ctx.t("oom_message.not_recognised"))
-        else:
+        if reading.report is not None:
             _show(ctx, reading)
+        elif reading.mentions_oom:
+            st.warning(ctx.t("oom_message.no_figures"))
+        else:
+            st.error(ctx.t("oom_message.not_recognised"))
     share_box(ctx, KEYS)
 
 
@@ -75,7 +76,7 @@ def _card_chart(ctx: Context, reading: Reading) -> go.Figure:
         fig.add_bar(y=[card], x=[value / GIB], name=ctx.t(key), orientation="h", marker_color=color)
     fig.add_bar(y=[ctx.t("oom_message.bar_request")], x=[r.requested / GIB], name=ctx.t("oom_message.requested"),
                 orientation="h", marker_color="#d62728")
-    fig.update_layout(barmode="stack")
+    fig.update_layout(barmode="stack", legend_traceorder="normal")
     return base_layout(fig, ctx.t("common.memory_axis"), "", ctx.lang, height=220)
 
 
