@@ -66,6 +66,11 @@ ACTIVATION_BUFFERS = {"gelu_new": 4, "gelu_fast": 5, "quick_gelu": 3}
 # (decoder): the distances, their clamped opposite, the mask and the same three: 5 x 8 + 1.
 BUCKET_BYTES = {"bidirectional": 6 * INT64 + 1, "causal": 5 * INT64 + 1}
 
+# Routing bookkeeping per routed copy of a token in the grouped_mm experts path: its top-k
+# weight (float32) and expert index (int64), the sort's values and permutation (int64), the
+# weight in sorted order and the histogram's float input (float32).
+ROUTING_BYTES = FLOAT32 + INT64 + 2 * INT64 + FLOAT32 + FLOAT32
+
 
 @dataclass(frozen=True)
 class Phase:
@@ -160,14 +165,14 @@ def _experts_peak(run: _Run, rows: int) -> int:
     copies at once: the gathered inputs (S x h), gate and up projections (S x 2I), the
     activation and the product (S x I each); then down projection, weighting and un-sorting
     (S x h each, with the inputs still held). The router's logits (tokens x experts) stay
-    referenced, and the routing keeps top-k weights, indices and the sort (about 36 bytes per
-    routed copy). Shared experts run as a dense gated MLP beside them."""
+    referenced, and so is the routing bookkeeping (ROUTING_BYTES per routed copy). Shared
+    experts run as a dense gated MLP beside them (not measured)."""
     spec, a = run.spec, run.a
     s = rows * spec.experts_per_token
     width = spec.expert_intermediate
     routed = max(s * (spec.hidden + 4 * width), 4 * s * spec.hidden) * a
     shared = 3 * rows * spec.shared_expert_intermediate * a
-    return rows * spec.experts * a + max(routed + s * 36, shared)
+    return rows * spec.experts * a + max(routed + s * ROUTING_BYTES, shared)
 
 
 def _heads(run: _Run) -> tuple[int, int, int]:
