@@ -41,10 +41,10 @@ def sample_lengths(count: int, median: int, longest: int) -> list[int]:
     lengths."""
     count = max(1, min(count, MAX_SAMPLES))
     median = max(1, min(median, longest))
-    top = NormalDist().inv_cdf((count - 0.5) / count) if count > 1 else 1.0
+    quantile = NormalDist().inv_cdf
+    top = quantile((count - 0.5) / count) if count > 1 else 1.0
     sigma = math.log(longest / median) / top if top > 0 else 0.0
-    return [max(1, min(longest, round(median * math.exp(sigma * NormalDist().inv_cdf((i + 0.5) / count)))))
-            for i in range(count)]
+    return [max(1, min(longest, round(median * math.exp(sigma * quantile((i + 0.5) / count))))) for i in range(count)]
 
 
 def ordered(lengths: list[int], order: str, seed: int = 0) -> list[int]:
