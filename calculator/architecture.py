@@ -58,6 +58,13 @@ class ArchSpec:
     # MLA: values per token per layer if keys and values were stored per head, expanded from
     # the latent; transformers (like vLLM and SGLang) stores the latent itself.
     mla_expanded_dim: int = 0
+    # What the activation peak depends on beyond the sizes (activations.py): the family's
+    # code, the MLP's activation function, whether transformers has an SDPA path for the
+    # model (Gemma 2 has none: soft-capping), and soft-capped logits.
+    model_type: str = ""
+    activation: str = ""
+    sdpa: bool = True
+    logit_softcap: bool = False
 
     @property
     def has_kv_cache(self) -> bool:
@@ -116,6 +123,8 @@ def spec_from_config(config) -> ArchSpec:
                                 "distilbert", "bart", "vit") and act in ("silu", "swiglu", "gelu_pytorch_tanh", "gelu"))
     if model_type == "t5":
         gated = bool(getattr(text, "is_gated_act", False))
+    if model_type == "t5":
+        act = str(getattr(text, "dense_act_fn", "") or "relu")
     experts = _int(text, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
     groups = _attention_groups(text, kind, layers, kv_heads, head_dim)
     expanded = 0
@@ -133,7 +142,23 @@ def spec_from_config(config) -> ArchSpec:
         max_positions=_int(text, "max_position_embeddings", "n_positions", "max_seq_len"),
         attention=groups,
         mla_expanded_dim=expanded,
+        model_type=model_type,
+        activation=act or str(getattr(text, "activation_function", "") or ""),
+        sdpa=_supports_sdpa(model_type),
+        logit_softcap=bool(getattr(text, "final_logit_softcapping", None)),
     )
+
+
+def _supports_sdpa(model_type: str) -> bool:
+    """Whether transformers can run this model with SDPA (its `_supports_sdpa` flag); without
+    one it runs eager attention, which is what memory then follows."""
+    try:
+        import transformers
+        from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+    except ImportError:  # the catalog's stored specs need no transformers
+        return True
+    model_class = getattr(transformers, MODEL_MAPPING_NAMES.get(model_type, ""), None)
+    return bool(getattr(model_class, "_supports_sdpa", True))
 
 
 def _attention_groups(config, kind: str, layers: int, kv_heads: int, head_dim: int) -> tuple[AttentionGroup, ...]:

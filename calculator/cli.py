@@ -533,11 +533,67 @@ def _run_train(args) -> int:
         counts = [[c["strategy"], str(c["gpus"]) if c["gpus"] else "more than 4096"] for c in result["fewest_gpus"]]
         print(render_table(["strategy", "fewest GPUs"], counts))
     print(f"Units: {args.units} = {'2^30' if system == 'binary' else '10^9'} bytes.")
+
+
+def _add_inference(commands) -> None:
+    from .inference import ATTENTION, MODES
+
+    p = commands.add_parser("inference", help="peak memory of inference: weights, KV cache, activation peak")
+    p.add_argument("model", metavar="MODEL", help="catalog name, path to config.json (or its folder), or Hub id")
+    p.add_argument("--batch", type=int, required=True, help="sequences processed together")
+    p.add_argument("--context", type=int, required=True, help="tokens per sequence (prompt and generated tokens)")
+    p.add_argument("--dtype", default="bfloat16", help=f"weight precision ({', '.join(DTYPES)}); default bfloat16")
+    p.add_argument("--kv-dtype", default=None, help="cache precision if not the compute dtype (e.g. float8)")
+    p.add_argument("--attention", choices=ATTENTION, default="sdpa", help="attention implementation (default sdpa)")
+    p.add_argument("--mode", choices=MODES, default="generate",
+                   help="generate: logits of the last position; loglikelihood: float32 log-probabilities of every position")
+    p.add_argument("--gpu", default=None, help="GPU key: adds whether it fits and the largest batch and context")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="let transformers run the code of the model's repository (only if you trust it)")
+    p.add_argument("--json", action="store_true", help="one JSON object, sizes in bytes")
+    p.set_defaults(run=_run_inference)
+
+
+def _run_inference(args) -> int:
+    from .estimate import resolve_model
+    from .gpus import gpu as find_gpu
+    from .inference import check_sizes, inference_memory, largest_batch, largest_context
+
+    check_sizes(args.batch, args.context)
+    card = find_gpu(args.gpu) if args.gpu else None
+    model = resolve_model(args.model, allow_local=True, trust_remote_code=args.trust_remote_code)
+    options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": args.mode}
+    memory = inference_memory(model.summary, model.spec, args.batch, args.context, **options)
+    result = {"model": model.name, "source": model.source, **memory.to_json()}
+    if card:
+        result.update(gpu=card.key, gpu_memory_bytes=card.memory_bytes, fits=memory.total_bytes <= card.memory_bytes,
+                      largest_batch=largest_batch(model.summary, model.spec, card.memory_bytes, args.context, **options),
+                      largest_context=largest_context(model.summary, model.spec, card.memory_bytes, args.batch,
+                                                      **options),
+                      max_positions=model.spec.max_positions)
+    if args.json:
+        _print_json(result)
+        return 0
+    attention = memory.attention_used + ("" if memory.attention_used == memory.attention else
+                                         f" (the model has no {memory.attention} path in transformers)")
+    print(f"Model: {model.name} ({model.source})   batch {args.batch} x {args.context} tokens   "
+          f"{memory.dtype} weights, {memory.kv_dtype} cache, {attention} attention, {memory.mode}")
+    rows = [["weights", format_bytes(memory.weights_bytes)], ["KV cache", format_bytes(memory.kv_cache_bytes)],
+            ["activation peak", f"{format_bytes(memory.activation_peak_bytes)} (at: {memory.peak_moment})"],
+            ["total", format_bytes(memory.total_bytes)]]
+    print(render_table(["part", "memory"], rows))
+    if card:
+        verdict = "fits" if result["fits"] else "does NOT fit"
+        print(f"On {card.name} ({format_bytes(card.memory_bytes)}): {verdict}. Largest batch at {args.context} tokens: "
+              f"{result['largest_batch']}; largest context at batch {args.batch}: {result['largest_context']} tokens"
+              + (" (the model's own limit)." if result["largest_context"] == model.spec.max_positions else "."))
+    print("Units: GiB = 2^30 bytes. As torch.cuda.max_memory_allocated() counts; the CUDA context "
+          "(several hundred MiB) and the allocator's reserve come on top.")
     return 0
 
 
 # Each command registers itself here; later chapters append theirs.
-COMMANDS = [_add_estimate, _add_catalog, _add_refresh, _add_speed, _add_data_parallel,
+COMMANDS = [_add_estimate, _add_catalog, _add_refresh, _add_speed, _add_data_parallel, _add_inference,
             _add_safetensors, _add_quantize, _add_pipeline, _add_tensor_parallel, _add_offload, _add_train]
 
 

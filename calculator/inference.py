@@ -1,10 +1,11 @@
 """Memory of inference: weights, KV cache and the activation peak of a forward pass.
 
 All sizes in bytes. The model's shape comes from an ArchSpec (architecture.py), the weights
-from the exact meta-device count (summary.py). The activation model follows what
-transformers allocates during a forward without gradients: the residual stream, the largest
-layer-local temporaries (attention scores when attention is eager, the MLP expansion), and
-the logits.
+from the exact meta-device count (summary.py), the activation peak from the moments of the
+forward that transformers 5 allocates (activations.py, checked on the CPU by
+bench/activations.py). The total is what torch.cuda.max_memory_allocated() would report for
+the run: weights + cache + activation peak; the CUDA context, kernel workspaces and the
+caching allocator's reserve come on top (see the oom chapter).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 import math
 
+from .activations import Phase, forward_phases
 from .architecture import ArchSpec
 from .errors import CalculatorError
 from .precision import FLOAT_DTYPES, bytes_per_param, normalize_dtype
@@ -36,6 +38,8 @@ class InferenceMemory:
     kv_dtype: str
     attention: str
     mode: str
+    attention_used: str = ""  # what transformers runs: eager for models without an SDPA path
+    peak_moment: str = ""  # where in the forward the peak comes (activations.Phase.name)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -84,65 +88,52 @@ def kv_bytes_per_token(spec: ArchSpec, kv_dtype: str = "bfloat16", layout: str =
     return kv_cache_bytes(spec, 1, 1, kv_dtype, encoder_tokens=0, layout=layout)
 
 
-def activation_peak_bytes(spec: ArchSpec, batch: int, tokens: int, dtype: str = "bfloat16",
-                          attention: str = "sdpa", mode: str = "generate") -> int:
-    """Largest memory a forward over `tokens` positions holds beyond weights and cache."""
+def check_choices(attention: str, mode: str) -> None:
     if attention not in ATTENTION:
         raise CalculatorError("unknown_choice", name="attention", value=str(attention)[:30], choices=", ".join(ATTENTION))
     if mode not in MODES:
         raise CalculatorError("unknown_choice", name="mode", value=str(mode)[:30], choices=", ".join(MODES))
+
+
+def peak_phase(spec: ArchSpec, batch: int, tokens: int, dtype: str = "bfloat16", attention: str = "sdpa",
+               mode: str = "generate", kv_dtype: str | None = None, decoder_tokens: int | None = None) -> Phase:
+    """The moment of the forward that holds the most memory beyond the weights (activations.py).
+    decoder_tokens: an encoder-decoder's decoder length, if not as long as its input."""
+    check_choices(attention, mode)
     a = int(bytes_per_param(compute_dtype(dtype)))
-    n = batch * tokens  # positions processed at once
-    h = spec.hidden
-    residual = 2 * n * h * a  # the hidden states and the normalised copy the layer reads
-    heads, d = spec.heads, spec.head_dim
-    q_and_out = n * heads * d * a * 2
-    attention_peak = q_and_out
-    if attention == "eager":
-        keys = tokens  # eager attention scores every position against every other
-        scores = batch * heads * tokens * keys
-        # scores in the compute dtype, the float32 softmax, its cast back, and the mask
-        attention_peak += scores * (a + 4 + a) + batch * tokens * keys * a
-        if spec.kv_heads < heads:  # repeat_kv expands keys and values to every head
-            attention_peak += 2 * batch * heads * keys * d * a
-    mlp = _mlp_peak(spec, n, a)
-    logits = _logits_peak(spec, batch, tokens, a, mode)
-    return residual + max(attention_peak, mlp, logits)
+    kv = float(bytes_per_param(kv_dtype_for(dtype, kv_dtype)))
+    phases = forward_phases(spec, batch, tokens, a, kv, attention, mode, decoder_tokens)
+    return max(phases, key=lambda p: p.total_bytes)
 
 
-def _mlp_peak(spec: ArchSpec, n: int, a: int) -> int:
-    if spec.experts:
-        # routed tokens meet their experts one expert at a time; on average each of the
-        # E experts sees n x k / E of them; shared experts see every token
-        routed = math.ceil(n * spec.experts_per_token / spec.experts)
-        width = 3 * spec.expert_intermediate
-        return max(3 * n * spec.shared_expert_intermediate, routed * width) * a + n * spec.hidden * a + n * spec.experts * a
-    width = 3 if spec.gated_mlp else 2
-    return width * n * spec.intermediate * a
+def activation_peak_bytes(spec: ArchSpec, batch: int, tokens: int, dtype: str = "bfloat16",
+                          attention: str = "sdpa", mode: str = "generate", kv_dtype: str | None = None) -> int:
+    """Largest memory a forward over `tokens` positions holds beyond the weights and the
+    finished cache: the peak moment's live tensors, plus the cache storage it holds beyond
+    what the cache keeps in the end (the prompt's keys and values of sliding-window layers)."""
+    return _activation(spec, batch, tokens, dtype, attention, mode, kv_dtype)[0]
 
 
-def _logits_peak(spec: ArchSpec, batch: int, tokens: int, a: int, mode: str) -> int:
-    if spec.kind in ("encoder", "vision") or not spec.vocab:
-        return 0
-    if mode == "generate":
-        return batch * spec.vocab * (a + 4)  # the last position only, then its float32 copy
-    # every position's logits, their float32 copy and the log-probabilities
-    return batch * tokens * spec.vocab * (a + 4 + 4)
+def _activation(spec, batch, tokens, dtype, attention, mode, kv_dtype) -> tuple[int, Phase]:
+    phase = peak_phase(spec, batch, tokens, dtype, attention, mode, kv_dtype)
+    cache = kv_cache_bytes(spec, batch, tokens, kv_dtype_for(dtype, kv_dtype))
+    return max(phase.total_bytes - cache, 0), phase
 
 
 def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context: int,
                      dtype: str = "bfloat16", kv_dtype: str | None = None, attention: str = "sdpa",
                      mode: str = "generate", kv_layout: str = "transformers") -> InferenceMemory:
     """Peak memory of running `batch` sequences of `context` tokens: the weights, the cache
-    holding every token, and the activation peak of the forward over the whole prompt."""
+    holding every token, and the activation peak of the forward over the whole prompt (the
+    worst case: a prompt as long as the whole context)."""
     batch, context = check_sizes(batch, context)
     dtype = normalize_dtype(dtype)
     cache_dtype = kv_dtype_for(dtype, kv_dtype)
     weights = summary.total_bytes_at(dtype)
-    kv = kv_cache_bytes(spec, batch, context, cache_dtype, layout=kv_layout) if mode == "generate" or spec.has_kv_cache else 0
-    activations = activation_peak_bytes(spec, batch, context, dtype, attention, mode)
+    kv = kv_cache_bytes(spec, batch, context, cache_dtype, layout=kv_layout)
+    activations, phase = _activation(spec, batch, context, dtype, attention, mode, cache_dtype)
     return InferenceMemory(weights, kv, activations, weights + kv + activations, batch, context,
-                           dtype, cache_dtype, attention, mode)
+                           dtype, cache_dtype, attention, mode, attention if spec.sdpa else "eager", phase.name)
 
 
 def largest_fitting(capacity: int, total_for, high: int) -> int:

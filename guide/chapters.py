@@ -77,6 +77,14 @@ CHAPTERS: tuple[Chapter, ...] = (
         anchors=("device-map", "offload-cost", "zero-offload"),
     ),
     Chapter(
+        slug="oom",
+        page="chapter_pages/oom.py",
+        titles={"en": "It fits, but I still get out-of-memory errors",
+                "fr": "Le modèle tient, mais la mémoire finit par manquer"},
+        icon=":material/memory:",
+        anchors=("oom-message", "context-length", "dummy-data-test", "batch-size", "sort-by-length"),
+    ),
+    Chapter(
         slug="fine-tuning",
         page="chapter_pages/fine_tuning.py",
         titles={"en": "Memory for fine-tuning", "fr": "La mémoire du fine-tuning"},

@@ -26,7 +26,7 @@ def open_page(slug: str, lang: str | None = "en", locale: str | None = None, **q
 def fingerprint(at: AppTest) -> str:
     """Everything a reader sees as results: metrics, text, tables, alerts and charts."""
     parts = [m.value for m in at.metric] + [m.value for m in at.markdown] + [c.value for c in at.caption]
-    parts += [str(d.value) for d in at.dataframe]
+    parts += [str(d.value) for d in at.dataframe] + [c.value for c in at.code]
     parts += [a.value for kind in (at.success, at.info, at.warning, at.error) for a in kind]
     parts += [json.loads(c.proto.spec).get("data", []).__repr__() for c in at.get("plotly_chart")]
     return "\n".join(parts)

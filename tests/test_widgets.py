@@ -24,7 +24,8 @@ def home_of(name: str) -> str:
 def url_form(at, key: str) -> str | None:
     """The value a bound widget holds, written as it appears in a URL (a multiselect's
     choices joined with '&', as repeated URL parameters)."""
-    for finder in (at.selectbox, at.number_input, at.checkbox, at.text_input, at.slider, at.radio, at.multiselect):
+    for finder in (at.selectbox, at.number_input, at.checkbox, at.text_input, at.text_area, at.slider, at.radio,
+                   at.multiselect):
         try:
             widget = finder(key=key)
         except KeyError:

@@ -1,0 +1,79 @@
+"""When does the first out-of-memory come? Samples of varied length, batched in three orders.
+
+A batch is padded to its longest sample, so its memory follows that sample. Whether a run
+fails does not depend on the order (the longest sample is somewhere); when it fails does:
+in the dataset's own order it can be hours in, longest first it is the very first batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import math
+import random
+from statistics import NormalDist
+from typing import Callable
+
+ORDERS = ("shuffled", "shortest_first", "longest_first")
+MAX_SAMPLES = 200_000
+
+
+@dataclass(frozen=True)
+class OrderRun:
+    order: str
+    padded: tuple[int, ...]  # each batch's padded length, in processing order
+    ends: tuple[float, ...]  # seconds elapsed when each batch is done
+    first_oom: int | None  # index of the first batch longer than the limit
+
+    @property
+    def seconds_before_oom(self) -> float | None:
+        if self.first_oom is None:
+            return None
+        return self.ends[self.first_oom - 1] if self.first_oom else 0.0
+
+    @property
+    def total_seconds(self) -> float:
+        return self.ends[-1] if self.ends else 0.0
+
+
+def sample_lengths(count: int, median: int, longest: int) -> list[int]:
+    """`count` lengths spread like real text: log-normal, with the given median, the longest
+    exactly `longest`. Quantiles rather than random draws, so the same inputs give the same
+    lengths."""
+    count = max(1, min(count, MAX_SAMPLES))
+    median = max(1, min(median, longest))
+    quantile = NormalDist().inv_cdf
+    top = quantile((count - 0.5) / count) if count > 1 else 1.0
+    sigma = math.log(longest / median) / top if top > 0 else 0.0
+    return [max(1, min(longest, round(median * math.exp(sigma * quantile((i + 0.5) / count))))) for i in range(count)]
+
+
+def ordered(lengths: list[int], order: str, seed: int = 0) -> list[int]:
+    if order == "longest_first":
+        return sorted(lengths, reverse=True)
+    if order == "shortest_first":
+        return sorted(lengths)
+    shuffled = list(lengths)
+    random.Random(seed).shuffle(shuffled)
+    return shuffled
+
+
+def padded_batches(lengths: list[int], batch: int) -> list[int]:
+    return [max(lengths[i:i + batch]) for i in range(0, len(lengths), batch)]
+
+
+def simulate(lengths: list[int], batch: int, limit: int, seconds_for: Callable[[int], float]) -> list[OrderRun]:
+    """Each order's batches, the time each ends, and the first batch whose padded length
+    passes `limit` (the longest context that fits at this batch size)."""
+    cache: dict[int, float] = {}
+    runs = []
+    for order in ORDERS:
+        padded = padded_batches(ordered(lengths, order), batch)
+        ends, elapsed = [], 0.0
+        for length in padded:
+            if length not in cache:
+                cache[length] = seconds_for(length)
+            elapsed += cache[length]
+            ends.append(elapsed)
+        first = next((i for i, length in enumerate(padded) if length > limit), None)
+        runs.append(OrderRun(order, tuple(padded), tuple(ends), first))
+    return runs

@@ -1,0 +1,103 @@
+"""oom#context-length: memory against context length for one model, GPU, batch and precision,
+with the GPU's capacity and the largest context that fits."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.inference import inference_memory, largest_context
+from guide.charts import GIB, base_layout, capacity_line
+from guide.format import format_bytes, format_count
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
+
+KEYS = ("cm_model", "cm_gpu", "cm_dtype", "cm_batch", "cm_attention", "cm_mode", "cm_kv")
+POINTS = 60
+DEFAULT_SPAN = 32_768  # models that do not say how long a context they take
+COLORS = ("#5b7db1", "#9ecae1", "#ff9f40")  # weights, cache, activations; the capacity line is red
+
+
+def shown_span(span: int, largest: int) -> int:
+    """How far the chart goes: far enough past the largest context that fits to show the
+    curve crossing the capacity, never past the model's own window."""
+    return min(span, max(4 * largest, 4096))
+
+
+def context_points(shown: int, marked: int) -> list[int]:
+    """Evenly spaced lengths up to `shown`, with the marked length itself."""
+    step = max(shown // POINTS, 1)
+    points = set(range(step, shown + 1, step)) | {1, shown}
+    if 0 < marked <= shown:
+        points.add(marked)
+    return sorted(points)
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2, c3 = st.columns(3)
+    model = model_picker(ctx, "cm_model", default="llama-3.1-8b", container=c1)
+    gpu = gpu_picker(ctx, "cm_gpu", default="rtx4090", container=c2)
+    dtype = dtype_picker(ctx, "cm_dtype", container=c3)
+    c4, c5, c6, c7 = st.columns(4)
+    batch = tokens_input(ctx, "oom.batch", "cm_batch", 4, high=4096, container=c4, step=1)
+    attention = attention_picker(ctx, "cm_attention", container=c5)
+    mode = mode_picker(ctx, "cm_mode", container=c6)
+    kv_dtype = kv_dtype_picker(ctx, "cm_kv", container=c7)
+    spec, summary = model.spec, model.summary
+    options = {"dtype": dtype, "kv_dtype": kv_dtype, "attention": attention, "mode": mode}
+    span = spec.max_positions or DEFAULT_SPAN
+    capacity = gpu.memory_bytes
+    largest = largest_context(summary, spec, capacity, batch, limit=span, **options)
+    shown = shown_span(span, largest)
+    points = context_points(shown, largest)
+    memories = [inference_memory(summary, spec, batch, t, **options) for t in points]
+    fig = go.Figure()
+    parts = (("oom.weights", "weights_bytes"), ("oom.kv_cache", "kv_cache_bytes"),
+             ("oom.activations", "activation_peak_bytes"))
+    for (label, field), color in zip(parts, COLORS):
+        fig.add_scatter(x=points, y=[getattr(m, field) / GIB for m in memories], name=ctx.t(label),
+                        stackgroup="memory", mode="lines", line=dict(color=color))
+    fig.update_layout(legend_traceorder="normal")
+    capacity_line(fig, capacity, ctx.t("common.capacity_of", gpu=gpu.name))
+    if 0 < largest < span:
+        fig.add_vline(x=largest, line_dash="dot", line_color="#2ca02c",
+                      annotation_text=ctx.t("context_memory.largest_mark", tokens=format_count(largest, lang)),
+                      annotation_position="top right")
+    base_layout(fig, ctx.t("context_memory.x_axis"), ctx.t("common.memory_axis"), lang)
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="cm_chart")
+    if shown < span:
+        st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
+    _verdict(ctx, model, gpu, batch, largest, span, memories[0], options)
+    share_box(ctx, KEYS)
+
+
+def _verdict(ctx: Context, model, gpu, batch: int, largest: int, span: int, shortest, options: dict) -> None:
+    lang = ctx.lang
+    if not largest:
+        st.error(ctx.t("context_memory.none_fits", batch=batch, gpu=gpu.name,
+                       weights=format_bytes(shortest.weights_bytes, lang), capacity=format_bytes(gpu.memory_bytes, lang)))
+        return
+    at_edge = inference_memory(model.summary, model.spec, batch, largest, **options)
+    if largest >= span:
+        st.success(ctx.t("context_memory.all_fit", batch=batch, tokens=format_count(span, lang), gpu=gpu.name,
+                         total=format_bytes(at_edge.total_bytes, lang)))
+    else:
+        st.warning(ctx.t("context_memory.largest", batch=batch, tokens=format_count(largest, lang), gpu=gpu.name,
+                         span=format_count(span, lang)))
+    if at_edge.attention_used != at_edge.attention:
+        st.info(ctx.t("oom.runs_eager"))
+    st.markdown(ctx.t(
+        "context_memory.breakdown", tokens=format_count(largest, lang), weights=format_bytes(at_edge.weights_bytes, lang),
+        kv=format_bytes(at_edge.kv_cache_bytes, lang), activations=format_bytes(at_edge.activation_peak_bytes, lang),
+        moment=moment(ctx, at_edge.peak_moment)))
+
+
+WIDGET = Widget(
+    name="context-memory",
+    render=render,
+    params=(Param("cm_model", "mistralai/Mistral-7B-v0.1"), Param("cm_gpu", "NVIDIA A100 80GB SXM"),
+            Param("cm_dtype", "int4"), Param("cm_batch", "16"), Param("cm_attention", "eager"),
+            Param("cm_mode", "loglikelihood"), Param("cm_kv", "float8")),
+)

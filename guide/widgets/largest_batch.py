@@ -1,0 +1,70 @@
+"""oom#batch-size: the largest batch for the longest sample, against the batch an automatic
+search picks when it probes with typical samples."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.inference import inference_memory, largest_batch
+from guide.charts import base_layout
+from guide.format import format_bytes, format_count
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.inference_inputs import mode_picker
+
+KEYS = ("lb_model", "lb_gpu", "lb_dtype", "lb_longest", "lb_typical", "lb_mode")
+
+
+def lengths_between(typical: int, longest: int) -> list[int]:
+    """The typical length, doublings of it, and the longest length."""
+    low, high = sorted((typical, longest))
+    lengths, t = [low], low * 2
+    while t < high and len(lengths) < 10:
+        lengths.append(t)
+        t *= 2
+    return sorted(set(lengths + [high]))
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2, c3 = st.columns(3)
+    model = model_picker(ctx, "lb_model", default="llama-3.1-8b", container=c1)
+    gpu = gpu_picker(ctx, "lb_gpu", default="a100-80gb", container=c2)
+    dtype = dtype_picker(ctx, "lb_dtype", container=c3)
+    c4, c5, c6 = st.columns(3)
+    longest = tokens_input(ctx, "largest_batch.longest", "lb_longest", 8192, container=c4)
+    typical = tokens_input(ctx, "largest_batch.typical", "lb_typical", 512, container=c5)
+    mode = mode_picker(ctx, "lb_mode", container=c6)
+    options = {"dtype": dtype, "mode": mode}
+    capacity = gpu.memory_bytes
+    lengths = lengths_between(typical, longest)
+    batches = [largest_batch(model.summary, model.spec, capacity, t, **options) for t in lengths]
+    at_longest, at_typical = batches[lengths.index(longest)], batches[lengths.index(typical)]
+    m1, m2 = st.columns(2)
+    m1.metric(ctx.t("largest_batch.metric_longest", tokens=format_count(longest, lang)), format_count(at_longest, lang))
+    m2.metric(ctx.t("largest_batch.metric_typical", tokens=format_count(typical, lang)), format_count(at_typical, lang))
+    fig = go.Figure(go.Bar(x=[format_count(t, lang) for t in lengths], y=batches, marker_color="#3366cc",
+                           text=[format_count(b, lang) for b in batches], textposition="outside"))
+    fig.update_xaxes(type="category")
+    base_layout(fig, ctx.t("largest_batch.x_axis"), ctx.t("largest_batch.y_axis"), lang, height=320)
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="lb_chart")
+    if not at_longest:
+        st.error(ctx.t("largest_batch.none_fits", tokens=format_count(longest, lang), gpu=gpu.name))
+    elif typical < longest and at_typical > at_longest:
+        needed = inference_memory(model.summary, model.spec, at_typical, longest, **options).total_bytes
+        st.warning(ctx.t("largest_batch.trap", found=format_count(at_typical, lang), typical=format_count(typical, lang),
+                         longest=format_count(longest, lang), needed=format_bytes(needed, lang),
+                         capacity=format_bytes(capacity, lang), gpu=gpu.name, safe=format_count(at_longest, lang)))
+    else:
+        st.success(ctx.t("largest_batch.safe", batch=format_count(at_longest, lang), tokens=format_count(longest, lang),
+                         gpu=gpu.name))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="largest-batch",
+    render=render,
+    params=(Param("lb_model", "mistralai/Mistral-7B-v0.1"), Param("lb_gpu", "NVIDIA L4"), Param("lb_dtype", "int8"),
+            Param("lb_longest", "16384"), Param("lb_typical", "256"), Param("lb_mode", "loglikelihood")),
+)

@@ -1,0 +1,105 @@
+"""oom#sort-by-length: for a length distribution the reader sets, when the first out-of-memory
+comes in each order (dataset order, shortest first, longest first)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.inference import largest_context
+from calculator.length_order import MAX_SAMPLES, sample_lengths, simulate
+from calculator.speed import prefill
+from guide.charts import base_layout
+from guide.format import format_count
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.data_parallel import duration
+
+KEYS = ("sl_model", "sl_gpu", "sl_dtype", "sl_batch", "sl_median", "sl_longest", "sl_samples")
+COLORS = {"shuffled": "#9467bd", "shortest_first": "#ff7f0e", "longest_first": "#2ca02c"}
+SHOWN_POINTS = 400  # per order: a long run is drawn from the longest batch of each stretch
+
+
+def thinned(padded: tuple[int, ...], ends: tuple[float, ...], stop: int) -> tuple[list[float], list[int]]:
+    """At most SHOWN_POINTS points of the first `stop` batches, keeping each stretch's longest."""
+    step = max(1, -(-stop // SHOWN_POINTS))
+    xs, ys = [], []
+    for i in range(0, stop, step):
+        j = max(range(i, min(i + step, stop)), key=lambda k: padded[k])
+        xs.append(ends[j] / 3600)
+        ys.append(padded[j])
+    return xs, ys
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2, c3 = st.columns(3)
+    model = model_picker(ctx, "sl_model", default="llama-3.1-8b", container=c1)
+    gpu = gpu_picker(ctx, "sl_gpu", default="rtx4090", container=c2)
+    dtype = dtype_picker(ctx, "sl_dtype", container=c3)
+    c4, c5, c6, c7 = st.columns(4)
+    batch = tokens_input(ctx, "oom.batch", "sl_batch", 8, high=1024, container=c4, step=1)
+    median = tokens_input(ctx, "sort_by_length.median", "sl_median", 400, high=131_072, container=c5, step=50)
+    longest = tokens_input(ctx, "sort_by_length.longest", "sl_longest", 6000, high=131_072, container=c6, step=500)
+    count = tokens_input(ctx, "sort_by_length.samples", "sl_samples", 50_000, high=MAX_SAMPLES, container=c7, step=1000)
+    if median > longest:
+        st.info(ctx.t("sort_by_length.median_above_longest"))
+    limit = largest_context(model.summary, model.spec, gpu.memory_bytes, batch, limit=max(longest, 1), dtype=dtype)
+    lengths = sample_lengths(count, median, longest)
+    runs = simulate(lengths, batch, limit,
+                    lambda t: prefill(model.summary, model.spec, gpu, dtype, batch, t).seconds)
+    fig = go.Figure()
+    rows = []
+    for run in runs:
+        name = ctx.t(f"sort_by_length.order_{run.order}")
+        stop = run.first_oom + 1 if run.first_oom is not None else len(run.padded)
+        xs, ys = thinned(run.padded, run.ends, stop)
+        fig.add_scatter(x=xs, y=ys, name=name, mode="lines", line=dict(color=COLORS[run.order], width=1))
+        if run.first_oom is not None:
+            fig.add_scatter(x=[run.seconds_before_oom / 3600], y=[run.padded[run.first_oom]], mode="markers",
+                            marker=dict(symbol="x", size=14, color=COLORS[run.order]), showlegend=False,
+                            name=ctx.t("sort_by_length.oom_marker"))
+        rows.append(_row(ctx, run, name, batch, len(lengths)))
+    if limit:
+        fig.add_hline(y=limit, line_dash="dash", line_color="#d62728",
+                      annotation_text=ctx.t("sort_by_length.limit_line", tokens=format_count(limit, lang)),
+                      annotation_position="top left")
+    base_layout(fig, ctx.t("sort_by_length.x_axis"), ctx.t("sort_by_length.y_axis"), lang)
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="sl_chart")
+    st.dataframe(rows, hide_index=True)
+    _verdict(ctx, runs, limit, batch, longest, gpu.name)
+    share_box(ctx, KEYS)
+
+
+def _row(ctx: Context, run, name: str, batch: int, samples: int) -> dict:
+    lang = ctx.lang
+    if run.first_oom is None:
+        when, after, done = ctx.t("sort_by_length.never"), duration(run.total_seconds, ctx), format_count(samples, lang)
+    else:
+        when = ctx.t("sort_by_length.batch_of", batch=format_count(run.first_oom + 1, lang),
+                     batches=format_count(len(run.padded), lang))
+        after, done = duration(run.seconds_before_oom, ctx), format_count(min(run.first_oom * batch, samples), lang)
+    return {ctx.t("sort_by_length.col_order"): name, ctx.t("sort_by_length.col_first_oom"): when,
+            ctx.t("sort_by_length.col_after"): after, ctx.t("sort_by_length.col_done"): done}
+
+
+def _verdict(ctx: Context, runs, limit: int, batch: int, longest: int, gpu: str) -> None:
+    lang = ctx.lang
+    if not limit:
+        st.error(ctx.t("sort_by_length.nothing_fits", batch=batch, gpu=gpu))
+        return
+    shuffled = next(r for r in runs if r.order == "shuffled")
+    if shuffled.first_oom is None:
+        st.success(ctx.t("sort_by_length.all_fit", longest=format_count(longest, lang), limit=format_count(limit, lang)))
+        return
+    st.warning(ctx.t("sort_by_length.verdict", after=duration(shuffled.seconds_before_oom, ctx),
+                     limit=format_count(limit, lang), batch=batch))
+
+
+WIDGET = Widget(
+    name="sort-by-length",
+    render=render,
+    params=(Param("sl_model", "mistralai/Mistral-7B-v0.1"), Param("sl_gpu", "NVIDIA A100 80GB SXM"),
+            Param("sl_dtype", "int4"), Param("sl_batch", "32"), Param("sl_median", "800"),
+            Param("sl_longest", "12000"), Param("sl_samples", "20000")),
+)
