@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from calculator.messages import text
+from guide.format import escape_markdown
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Context:
     slug: str
     anchor: str  # the section the widget sits in: its share link lands there
 
-    def t(self, key: str, **params: object) -> str:
+    def t(self, key: str, /, **params: object) -> str:
         return text(key, self.lang, **params)
 
 
@@ -61,12 +62,44 @@ def registry() -> dict[str, Widget]:
     return found
 
 
+# How a bound widget's value is written in the URL when that is not str(value): the pickers
+# that show a model id or a GPU name for a catalog key register their format here.
+URL_FORMS: dict[str, Callable[[object], str]] = {}
+
+
 def render_widget(name: str, ctx: Context) -> None:
     widget = registry().get(name)
     if widget is None:
         raise KeyError(f"no widget named {name!r}")
     with st.container(border=True, key=f"widget-{name}"):
+        notice = st.empty()
+        sent = {p.key: st.query_params.get_all(p.key) for p in widget.params}
         st.fragment(widget.render)(ctx)
+        refused = [(key, raw) for key, raw in sent.items() if raw and not _url_value_taken(key, raw)]
+        if refused:
+            notice.warning(" ".join(
+                ctx.t("frame.bad_url_value", param=escape_markdown(key, 40), value=escape_markdown(", ".join(raw), 60))
+                for key, raw in refused))
+
+
+def _url_value_taken(key: str, raw: list[str]) -> bool:
+    """Whether the widget took the value the link gave it. Streamlit quietly drops a value it
+    cannot use (text in a number, an unknown option) or clamps it (a batch of 1e30), and
+    falls back to the default; the reader must be told."""
+    if key not in st.session_state:
+        return True  # the widget was not drawn this time (a branch of the calculator)
+    value = st.session_state[key]
+    form = URL_FORMS.get(key, str)
+    if isinstance(value, (list, tuple)):
+        return sorted(form(v) for v in value) == sorted(raw)
+    if isinstance(value, bool):
+        return raw[-1].strip().lower() == str(value).lower()
+    if isinstance(value, (int, float)):
+        try:
+            return float(raw[-1]) == float(value)
+        except ValueError:
+            return False
+    return raw[-1] == form(value)
 
 
 def share_url(ctx: Context, keys: list[str] | tuple[str, ...]) -> str:

@@ -8,15 +8,25 @@ from calculator import catalog
 from calculator.estimate import ResolvedModel, resolve_model
 from calculator.gpus import Gpu, gpus
 from calculator.precision import DTYPES
-from guide.widgets import Context
+from guide.widgets import URL_FORMS, Context
+
+
+def model_id(key: str) -> str:
+    """A catalog model as readers know it, and as it appears in URLs: its Hub id."""
+    return catalog.find(key).id
+
+
+def gpu_name(key: str) -> str:
+    return gpus()[key].name
 
 
 def model_picker(ctx: Context, key: str, default: str = "llama-3-8b", container=st) -> ResolvedModel:
     """A catalog model (the id is shown and put in the URL: the same in both languages)."""
     entries = {e.key: e for e in catalog.entries()}
     keys = list(entries)
+    URL_FORMS[key] = model_id
     choice = container.selectbox(ctx.t("common.model"), keys, index=keys.index(default), key=key,
-                                 format_func=lambda k: entries[k].id, bind="query-params",
+                                 format_func=model_id, bind="query-params",
                                  help=ctx.t("common.model_help"))
     return resolve_model(choice, allow_local=False)
 
@@ -24,8 +34,9 @@ def model_picker(ctx: Context, key: str, default: str = "llama-3-8b", container=
 def gpu_picker(ctx: Context, key: str, default: str = "rtx4090", container=st) -> Gpu:
     cards = gpus()
     keys = list(cards)
+    URL_FORMS[key] = gpu_name
     choice = container.selectbox(ctx.t("common.gpu"), keys, index=keys.index(default), key=key,
-                                 format_func=lambda k: cards[k].name, bind="query-params",
+                                 format_func=gpu_name, bind="query-params",
                                  help=ctx.t("common.gpu_help"))
     return cards[choice]
 

@@ -14,7 +14,8 @@ from calculator.gpus import gpus
 from calculator.precision import DEFAULT_DTYPES, DTYPES
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import escape_markdown, format_bytes, format_count
-from guide.widgets import Context, Param, Widget
+from guide.widgets import URL_FORMS, Context, Param, Widget
+from guide.widgets.common import gpu_name
 from guide.widgets.estimate_table import parameters_line, records, table, to_csv, to_markdown
 from guide.widgets.model_source import Counted, count_choice, share, source_inputs, source_keys, source_label
 
@@ -29,8 +30,9 @@ def render(ctx: Context) -> None:
     c1, c2 = st.columns(2)
     dtypes = c1.multiselect(ctx.t("estimator.dtypes"), list(DTYPES), default=list(DEFAULT_DTYPES), key="es_dtypes",
                             bind="query-params", help=ctx.t("common.dtype_help"), wrap=True)
+    URL_FORMS["es_gpus"] = gpu_name
     picked = c2.multiselect(ctx.t("estimator.gpus"), list(cards), default=list(DEFAULT_GPUS), key="es_gpus",
-                            format_func=lambda k: cards[k].name, bind="query-params", max_selections=6,
+                            format_func=gpu_name, bind="query-params", max_selections=6,
                             help=ctx.t("common.gpu_help"), wrap=True)
     base = st.checkbox(ctx.t("estimator.base"), value=False, key="es_base", bind="query-params",
                        help=ctx.t("estimator.base_help"))

@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator import catalog
 from calculator.estimate import fit_verdict
-from calculator.gpus import gpus
-from calculator.precision import DTYPES, bytes_per_param, rule_of_thumb_bytes
+from calculator.precision import bytes_per_param, rule_of_thumb_bytes
 from guide.format import format_billions, format_bytes
 from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import dtype_picker, gpu_picker, model_picker
 
 KEYS = ("qc_model", "qc_dtype", "qc_gpu")
 
 
 def render(ctx: Context) -> None:
-    entries = {e.key: e for e in catalog.entries()}
-    cards = gpus()
     col1, col2, col3 = st.columns(3)
-    key = col1.selectbox(ctx.t("quick_check.model"), list(entries), index=list(entries).index("llama-3-8b"),
-                         format_func=lambda k: entries[k].id, key="qc_model", bind="query-params")
-    dtype = col2.selectbox(ctx.t("quick_check.dtype"), DTYPES, index=DTYPES.index("bfloat16"),
-                           key="qc_dtype", bind="query-params")
-    gpu_key = col3.selectbox(ctx.t("quick_check.gpu"), list(cards), index=list(cards).index("rtx4090"),
-                             format_func=lambda k: cards[k].name, key="qc_gpu", bind="query-params")
-    summary = catalog.stored_summary(key)
-    card = cards[gpu_key]
+    summary = model_picker(ctx, "qc_model", container=col1).summary
+    dtype = dtype_picker(ctx, "qc_dtype", container=col2)
+    card = gpu_picker(ctx, "qc_gpu", container=col3)
     exact = summary.total_bytes_at(dtype)
     rule = rule_of_thumb_bytes(summary.parameters, dtype)
     verdict = fit_verdict(exact, rule, card.memory_bytes)
