@@ -1,0 +1,50 @@
+"""Hostile command lines: every command, fed wrong types, absurd sizes, paths, HTML and
+unknown names, answers with exit code 2 and one line that says what is wrong; never a
+traceback, never a hang."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_cli import cli
+
+M = "gpt2"
+CASES = {
+    "estimate: path traversal": ["estimate", "../../../../etc/passwd"],
+    "estimate: html id": ["estimate", "<script>alert(1)</script>"],
+    "estimate: unicode id": ["estimate", "modèle/🤖"],
+    "estimate: bad dtype": ["estimate", M, "--dtypes", "float64"],
+    "speed: negative batch": ["speed", M, "--gpu", "h100", "--batches", "-1"],
+    "speed: absurd batch": ["speed", M, "--gpu", "h100", "--batches", "1000000000000"],
+    "speed: text batch": ["speed", M, "--gpu", "h100", "--batches", "abc"],
+    "speed: unknown gpu": ["speed", M, "--gpu", "<b>h100</b>"],
+    "data-parallel: zero nodes": ["data-parallel", M, "--gpu", "h100", "--samples", "10", "--nodes", "0"],
+    "data-parallel: float samples": ["data-parallel", M, "--gpu", "h100", "--samples", "1e30"],
+    "inference: negative batch": ["inference", M, "--batch", "-1", "--context", "10"],
+    "inference: huge context": ["inference", M, "--batch", "1", "--context", "99999999999"],
+    "inference: bad attention": ["inference", M, "--batch", "1", "--context", "10", "--attention", "flash"],
+    "inference: bad kv dtype": ["inference", M, "--batch", "1", "--context", "10", "--kv-dtype", "int3"],
+    "safetensors: bad id": ["safetensors", "../../etc"],
+    "safetensors: offline": ["safetensors", "org/model"],
+    "quantize: bad format": ["quantize", M, "--formats", "Q1_X"],
+    "quantize: bad group": ["quantize", M, "--group-size", "7"],
+    "pipeline: zero gpus": ["pipeline", M, "--gpus", "0"],
+    "pipeline: absurd gpus": ["pipeline", M, "--gpus", "100000000"],
+    "tensor-parallel: degree not dividing heads": ["tensor-parallel", M, "--degree", "7"],
+    "tensor-parallel: negative tokens": ["tensor-parallel", M, "--degree", "2", "--tokens", "-5"],
+    "offload: unparsable budget": ["offload", M, "--gpu-memory", "lots", "--cpu-memory", "1GiB"],
+    "offload: negative budget": ["offload", M, "--gpu-memory", "-3GiB", "--cpu-memory", "1GiB"],
+    "train: negative batch": ["train", M, "--batch", "-2"],
+    "train: bad zero stage": ["train", M, "--zero", "4"],
+    "train: bad lora targets": ["train", M, "--method", "lora", "--lora-targets", "no_such_module"],
+    "train: absurd gpus": ["train", M, "--gpus", "10000000000"],
+}
+
+
+@pytest.mark.parametrize("args", CASES.values(), ids=CASES.keys())
+def test_hostile_command_lines_get_one_clear_line(args):
+    out = cli(*args, env={"HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 2, (out.returncode, out.stdout[-300:], out.stderr[-300:])
+    assert "Traceback" not in out.stderr and "Traceback" not in out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
