@@ -9,7 +9,8 @@ from guide.i18n import current_language
 
 
 def run() -> None:
-    st.set_page_config(page_title="Model memory guide", page_icon=":material/memory:", layout="centered")
+    # No page_title: the browser tab shows the chapter title, in the reader's language.
+    st.set_page_config(page_icon=":material/memory:", layout="centered")
     lang = current_language()
     pages = [
         st.Page(chapter.page, title=chapter.title(lang), icon=chapter.icon,

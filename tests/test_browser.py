@@ -104,6 +104,25 @@ def test_a_link_to_another_chapter_lands_on_its_section(server, page):
     assert heading_in_view(page, "batch-size")
 
 
+def test_a_link_between_chapters_lands_on_its_section_in_the_same_language(server, page):
+    open_url(page, f"{server.url}/fine-tuning?lang=fr#activations")
+    page.get_by_role("link", name="comment tester d'abord avec votre batch le plus long").click()
+    page.wait_for_url(re.compile(r"/oom\?lang=fr#dummy-data-test"))
+    wait_for_title(page, chapters.by_slug("oom").title("fr"))
+    assert heading_in_view(page, "dummy-data-test")
+    assert len(page.context.pages) == 1  # same tab
+    assert page.title() == chapters.by_slug("oom").title("fr")  # the browser tab too
+
+
+def test_a_link_in_a_widget_message_keeps_the_language(server, page):
+    open_url(page, f"{server.url}/slow-model?lang=fr&bs_model=meta-llama%2FLlama-3.1-70B&bs_gpu=NVIDIA+T4")
+    alert = page.locator(".st-key-widget-batch-size [data-testid='stAlertContentError']")
+    alert.get_by_role("link", name="quantification").click()
+    page.wait_for_url(re.compile(r"/quantization\?lang=fr#formats"))
+    wait_for_title(page, chapters.by_slug("quantization").title("fr"))
+    assert heading_in_view(page, "formats")
+
+
 def test_a_widget_interaction_updates_the_figure_and_the_url(server, page):
     open_url(page, f"{server.url}/?lang=en")
     page.wait_for_function("() => document.querySelector('.st-key-widget-quick-check').innerText.includes('14.96 GiB')")

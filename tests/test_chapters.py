@@ -64,6 +64,14 @@ def test_links_between_chapters_point_at_real_sections(chapter, lang):
         assert anchor in known[chapter.slug]
 
 
+@pytest.mark.parametrize("chapter", chapters.CHAPTERS, ids=lambda c: c.slug or "home")
+def test_both_languages_link_to_the_same_sections(chapter):
+    """A reader who switches language finds the same ways on to other chapters."""
+    link = re.compile(r"\]\(([a-z0-9-]*)(#[a-z0-9-]+)?\)")
+    en, fr = (sorted(link.findall(chapter.content_path(lang).read_text())) for lang in LANGS)
+    assert en == fr
+
+
 def test_every_registered_chapter_has_its_page_file():
     for chapter in chapters.CHAPTERS:
         page = chapters.ROOT / chapter.page

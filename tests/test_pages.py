@@ -52,3 +52,12 @@ def test_section_links_carry_language_and_anchor():
     at = open_page("slow-model", "fr")
     codes = [c.value for c in at.code]
     assert "http://localhost:8501/slow-model?lang=fr#batch-size" in codes
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_links_in_a_widget_message_stay_in_the_readers_language(lang):
+    at = open_page("slow-model", lang, bs_model="meta-llama/Llama-3.1-70B", bs_gpu="NVIDIA T4")
+    assert not at.exception
+    message = next(e.value for e in at.error)
+    assert f"](quantization?lang={lang}#formats)" in message
+    assert f"](parallelism?lang={lang}#pipeline-parallelism)" in message

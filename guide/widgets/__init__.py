@@ -19,7 +19,12 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from calculator.messages import text
+from guide.chapters import CHAPTERS
 from guide.format import escape_markdown
+from guide.markdown import localize_links
+
+# Chapter slugs a UI string may link to, as `[words](slug#anchor)` like the chapters do.
+_SLUGS = frozenset(chapter.slug for chapter in CHAPTERS if chapter.slug)
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,9 @@ class Context:
     anchor: str  # the section the widget sits in: its share link lands there
 
     def t(self, key: str, /, **params: object) -> str:
-        return text(key, self.lang, **params)
+        """A UI string in the reader's language; its links to chapters keep that language
+        (`(oom#batch-size)` -> `(oom?lang=fr#batch-size)`), as in the chapter text."""
+        return localize_links(text(key, self.lang, **params), self.lang, _SLUGS)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,8 @@ def render(ctx: Context) -> None:
         kind = device if device in ("cpu", "disk") else "gpu"
         fig.add_bar(x=[plan.bytes_by_device[device] / GIB], y=[""], orientation="h", name=_device_label(device, ctx),
                     marker_color=COLOURS[kind], marker_line_color="white", marker_line_width=2,
-                    text=[f"{_device_label(device, ctx)}: {format_bytes(plan.bytes_by_device[device], lang)}"],
+                    text=[ctx.t("offload.bar_text", device=_device_label(device, ctx),
+                                size=format_bytes(plan.bytes_by_device[device], lang))],
                     textposition="inside")
     fig.update_layout(barmode="stack", showlegend=False)
     base_layout(fig, ctx.t("common.memory_axis"), "", lang, height=160)

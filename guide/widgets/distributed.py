@@ -15,9 +15,14 @@ from guide.widgets.training_inputs import checkpointing_picker, component_chart,
     show_error, traits_of
 
 KEYS = ("di_model", "di_gpu", "di_gpus", "di_method", "di_checkpointing", "di_batch", "di_sequence", "di_accumulation")
-# Names of the strategies: technical terms, the same in both languages.
-LABELS = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3", "zero3-offload": "ZeRO-3 + offload",
+# Names of the strategies: technical terms, the same in both languages, except the word
+# for offloading (distributed.label_offload).
+LABELS = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
           "tensor": "TP", "pipeline": "PP", "tensor-pipeline": "TP × PP"}
+
+
+def label(ctx: Context, strategy: str) -> str:
+    return ctx.t("distributed.label_offload") if strategy == "zero3-offload" else LABELS[strategy]
 
 
 def render(ctx: Context) -> None:
@@ -47,7 +52,7 @@ def render(ctx: Context) -> None:
         share_box(ctx, KEYS)
         return
     usable = [(s, m) for s, m, _ in results if m is not None]
-    fig = component_chart(ctx, [LABELS[s] for s, _ in usable], peak_parts([m for _, m in usable]), "")
+    fig = component_chart(ctx, [label(ctx, s) for s, _ in usable], peak_parts([m for _, m in usable]), "")
     capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
     highest = max(m.total_bytes for _, m in usable)
     if highest > 4 * gpu.memory_bytes:  # bars far above the GPU are cut: the table gives their size
@@ -56,7 +61,7 @@ def render(ctx: Context) -> None:
     rows = []
     for strategy, memory, fewest in results:
         rows.append({
-            ctx.t("distributed.col_strategy"): LABELS[strategy],
+            ctx.t("distributed.col_strategy"): label(ctx, strategy),
             ctx.t("distributed.col_layout"): (f"{memory.data_parallel} × {memory.tensor_parallel} × "
                                               f"{memory.pipeline_parallel}") if memory else "—",
             ctx.t("training.column_peak"): format_bytes(memory.total_bytes, lang) if memory else "—",
@@ -73,7 +78,7 @@ def render(ctx: Context) -> None:
     offload = next(fewest for s, _, fewest in results if s == "zero3-offload")
     if fitting:
         count, _, strategy = min(fitting)
-        st.success(ctx.t("distributed.fewest", gpus=count, strategy=LABELS[strategy], gpu=gpu.name))
+        st.success(ctx.t("distributed.fewest", gpus=count, strategy=label(ctx, strategy), gpu=gpu.name))
     else:
         st.error(ctx.t("distributed.none", gpu=gpu.name))
     if offload.gpus and (not fitting or offload.gpus < min(fitting)[0]):

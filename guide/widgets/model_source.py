@@ -72,7 +72,7 @@ def source_inputs(ctx: Context, prefix: str, default: str = "llama-3-8b") -> Cho
                           key=model_key, bind="query-params", help=ctx.t("model_source.catalog_help"),
                           on_change=_forget_hub_id, args=(hub_key,))
     hub_id = c2.text_input(ctx.t("model_source.hub"), key=hub_key, bind="query-params", max_chars=200,
-                           placeholder="organisation/model-name", help=ctx.t("model_source.hub_help"))
+                           placeholder=ctx.t("model_source.hub_placeholder"), help=ctx.t("model_source.hub_help"))
     upload = st.file_uploader(ctx.t("model_source.upload"), type=None, accept_multiple_files=False,
                               key=f"{prefix}_upload", help=ctx.t("model_source.upload_help"))
     if upload is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.quantization import DEFAULT_GROUP_SIZE, GROUP_SIZES, quantize_all
+from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES, quantize_all
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
@@ -37,7 +37,7 @@ def render(ctx: Context) -> None:
             ctx.t("quantization.col_total"): format_bytes(r.total_bytes, lang),
             ctx.t("quantization.col_real_bits"): format_number(r.bits_per_parameter, 2, lang),
             ctx.t("quantization.col_fits"): "✓" if r.total_bytes <= capacity else "✗",
-            ctx.t("quantization.col_source"): r.source,
+            ctx.t("quantization.col_source"): layout_source(ctx, r.format, r.family),
         })
     st.dataframe(rows, hide_index=True)
     fig = go.Figure(go.Bar(x=[r.format for r in results], y=[r.total_bytes / GIB for r in results],
@@ -64,6 +64,15 @@ def render(ctx: Context) -> None:
             100 * gguf.fallback_parameters / gguf.quantized_parameters, 0, lang)))
     st.caption(" ".join(notes))
     share_box(ctx, KEYS)
+
+
+def layout_source(ctx: Context, name: str, family: str) -> str:
+    """Where a format's layout comes from, in the reader's language (the calculator's own
+    `source` is the English one the command line prints)."""
+    if family == "gguf":
+        weights, size = GGUF_BLOCKS[name]
+        return ctx.t("quantization.source.gguf", block=f"block_{name.lower()}", bytes=size, weights=weights)
+    return ctx.t(f"quantization.source.{name}")
 
 
 WIDGET = Widget(
