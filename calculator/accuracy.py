@@ -19,12 +19,12 @@ Nothing here imports torch, except through counting a config that is not in the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 import json
 import math
 from pathlib import Path
 import statistics
 
-from . import catalog
 from .estimate import ResolvedModel, resolve_config, resolve_model, rows_for
 
 KINDS = ("load", "inference", "training")
@@ -109,6 +109,7 @@ class ResultRun:
     grid: str
     started: str
     complete: bool
+    seconds: float
     device: dict
     versions: dict
     models: dict
@@ -126,12 +127,24 @@ class ResultRun:
 def read_run(path: Path) -> ResultRun | None:
     """A result file, or None if it is not one this version reads (never an exception: the
     page shows the files it can read)."""
+    path = Path(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        stat = path.stat()
+    except OSError:
+        return None
+    return _read_run(path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=64)
+def _read_run(path: Path, modified: int, size: int) -> ResultRun | None:
+    """Cached by path, modification time and size: a rewritten file is read again."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("schema") != SCHEMA or data["device"]["type"] not in DEVICE_TYPES:
             return None
-        return ResultRun(path=Path(path), grid=str(data["grid"]), started=str(data["started"]),
-                         complete=bool(data["complete"]), device=dict(data["device"]),
+        return ResultRun(path=path, grid=str(data["grid"]), started=str(data["started"]),
+                         complete=bool(data["complete"]), seconds=float(data.get("seconds", 0)),
+                         device=dict(data["device"]),
                          versions={str(k): str(v) for k, v in data["versions"].items()},
                          models=dict(data["models"]), rows=tuple(ResultRow.from_dict(r) for r in data["rows"]),
                          skipped=tuple(str(s) for s in data.get("skipped", ())))
@@ -139,9 +152,11 @@ def read_run(path: Path) -> ResultRun | None:
         return None
 
 
-def latest_runs(directory: Path = RESULTS_DIR, grid: str = "full") -> list[ResultRun]:
-    """The most recent run of that grid per device type (the CPU first), that has rows."""
-    runs = [run for path in sorted(Path(directory).glob("*.json")) if (run := read_run(path)) is not None]
+def latest_runs(directory: Path | None = None, grid: str = "full") -> list[ResultRun]:
+    """The most recent run of that grid per device type (the CPU first), that has rows.
+    directory: bench/results/ unless given."""
+    directory = Path(directory or RESULTS_DIR)
+    runs = [run for path in sorted(directory.glob("*.json")) if (run := read_run(path)) is not None]
     latest: dict[str, ResultRun] = {}
     for run in runs:
         if run.grid == grid and run.rows and (run.device_type not in latest
@@ -170,9 +185,3 @@ def summarize(rows) -> list[KindSummary]:
             out.append(KindSummary(kind, TARGETS[kind], len(errors), sum(e <= TARGETS[kind] for e in errors),
                                    statistics.median(errors), max(errors)))
     return out
-
-
-def catalog_key(name: str) -> str:
-    """The catalog key of a harness model name, or "" (shrunk and test models are not)."""
-    entry = catalog.find(name)
-    return entry.key if entry else ""
