@@ -584,8 +584,11 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     rms = traits.norm in ("rms", "gemma")
     # With attention dropout the CPU has no fused SDPA kernel: PyTorch's math path runs, in
     # float32 for 16-bit inputs (torch's _scaled_dot_product_attention_math).
-    math_path = setup.attention == "sdpa" and setup.device == "cpu" and traits.attention_dropout > 0
-    eager = setup.attention == "eager" or math_path
+    # The attention transformers really runs: models without SDPA support (Gemma 2's softcapped
+    # scores) fall back to eager, as the inference model already assumes.
+    attention = setup.attention if spec.sdpa else "eager"
+    math_path = attention == "sdpa" and setup.device == "cpu" and traits.attention_dropout > 0
+    eager = attention == "eager" or math_path
     adapted = _adapted(summary, spec, setup)
     attn_readers, mlp_readers = _readers(summary, spec)
 
