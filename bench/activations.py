@@ -139,21 +139,14 @@ def config_of(name: str) -> dict:
 
 def run_case(case: Case) -> dict:
     """Measure one case on the CPU and predict it."""
-    import torch
-    import transformers
-
     from calculator.architecture import spec_from_config
     from calculator.inference import peak_phase
-    from calculator.measure import measure_inference
+    from calculator.measure import measure_inference, random_model
     from calculator.meta import make_config
 
     config = config_of(case.model)
-    cfg = make_config(config)
-    spec = spec_from_config(cfg)
-    attention = case.attention if spec.sdpa else "eager"  # what transformers itself would run
-    torch.manual_seed(0)
-    model = getattr(transformers, config["architectures"][0])._from_config(
-        cfg, dtype=getattr(torch, case.dtype), attn_implementation=attention).eval()
+    spec = spec_from_config(make_config(config))
+    model = random_model(config, case.dtype, case.attention).eval()
     started = time.perf_counter()
     peak, cache = measure_inference(model, case.batch, case.tokens, case.mode)
     seconds = time.perf_counter() - started

@@ -93,66 +93,24 @@ def predict(case: Case):
     return training_memory(summary, spec, setup, traits=traits_from_config(case.config))
 
 
-def _optimizer(params, setup):
-    import torch
-
-    foreach = setup.optimizer_impl == "foreach"
-    if setup.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach, fused=setup.optimizer_impl == "fused")
-    if setup.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
-    if setup.optimizer == "adafactor":
-        return torch.optim.Adafactor(params, lr=1e-3, foreach=foreach)
-    raise ValueError(setup.optimizer)
-
-
 def measure(case: Case) -> tuple[int, int]:
     """Peak live bytes of the first and of the second training step."""
-    import contextlib
-
     import torch
-    import transformers
 
-    from calculator.measure import LiveBytes
-    from calculator.meta import make_config
+    from calculator.measure import (LiveBytes, prepare_training, random_model, training_dtype, training_step,
+                                    training_tokens)
     from calculator.training import TrainingSetup
 
     setup = TrainingSetup(**{"optimizer_impl": "for-loop", **case.options})
-    dtype = torch.bfloat16 if setup.precision == "bfloat16" else torch.float32
-    torch.manual_seed(0)
-    cfg = make_config(case.config)
-    model = getattr(transformers, case.config["architectures"][0])._from_config(
-        cfg, dtype=dtype, attn_implementation=setup.attention)
-    if setup.method == "lora":
-        import peft
-
-        targets = "all-linear" if setup.lora_targets == "all-linear" else setup.lora_targets.split(",")
-        lora = peft.LoraConfig(r=setup.lora_rank, lora_alpha=2 * setup.lora_rank, lora_dropout=0.0,
-                               target_modules=targets)
-        model = peft.get_peft_model(model, lora, autocast_adapter_dtype=False)
-    if setup.checkpointing == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if setup.method == "lora":
-            model.enable_input_require_grads()
-    model.train()
-    optimizer = _optimizer([p for p in model.parameters() if p.requires_grad], setup)
-    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if setup.precision == "amp" \
-        else contextlib.nullcontext
+    model = random_model(case.config, training_dtype(setup), setup.attention)
+    model, optimizer = prepare_training(model, setup)
     generator = torch.Generator().manual_seed(1)
-    vocab = cfg.vocab_size
     peaks = []
     with LiveBytes() as meter:
         meter.count(list(model.parameters()) + list(model.buffers()))
         for _ in range(2):
             meter.reset_peak()
-            ids = torch.randint(0, vocab, (setup.micro_batch, setup.sequence), generator=generator)
-            with autocast():
-                loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            del loss
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            del ids
+            training_step(model, optimizer, training_tokens(model, setup, generator), setup)
             peaks.append(meter.peak)
     return peaks[0], peaks[1]
 

@@ -582,7 +582,13 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     residual = 4 if amp else a  # autocast leaves the residual stream in float32
     mask = 1 if setup.device == "cuda" else a  # CUDA keeps a bool mask; the CPU a scaled copy
     rms = traits.norm in ("rms", "gemma")
-    eager = setup.attention == "eager" or (setup.device == "cpu" and traits.attention_dropout > 0)
+    # With attention dropout the CPU has no fused SDPA kernel: PyTorch's math path runs, in
+    # float32 for 16-bit inputs (torch's _scaled_dot_product_attention_math).
+    # The attention transformers really runs: models without SDPA support (Gemma 2's softcapped
+    # scores) fall back to eager, as the inference model already assumes.
+    attention = setup.attention if spec.sdpa else "eager"
+    math_path = attention == "sdpa" and setup.device == "cpu" and traits.attention_dropout > 0
+    eager = attention == "eager" or math_path
     adapted = _adapted(summary, spec, setup)
     attn_readers, mlp_readers = _readers(summary, spec)
 
@@ -607,6 +613,8 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
 
     def attention(name: str, kv_tokens: int) -> list[Saved]:
         kv = b * kv_tokens
+        if math_path:
+            return math_attention(name, kv_tokens)
         kept = [Saved(f"{name}: queries", a * n * q_dim)]
         if not eager:
             return kept + [Saved(f"{name}: keys and values", 2 * a * kv * kv_dim),
@@ -624,6 +632,23 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
         if traits.attention_dropout > 0:
             kept += [Saved(f"{name}: dropout mask", mask * scores, quadratic=True),
                      Saved(f"{name}: dropped-out probabilities", a * scores, quadratic=True)]
+        if adapted.keeps_input("attn_out"):
+            kept.append(Saved(f"{name}: output", a * n * q_dim))
+        return kept
+
+    def math_attention(name: str, kv_tokens: int) -> list[Saved]:
+        """SDPA's math path keeps the scaled queries and keys, the values, the probabilities,
+        the dropout mask (in the probabilities' dtype) and the dropped-out probabilities, all
+        in float32 when the inputs are 16-bit (it upcasts them)."""
+        kv = b * kv_tokens
+        expanded = q_dim if spec.kv_heads < heads else kv_dim
+        scores = b * heads * s * kv_tokens
+        acc = 4
+        kept = [Saved(f"{name}: scaled queries (float32)", acc * n * q_dim),
+                Saved(f"{name}: scaled keys and values (float32)", 2 * acc * kv * expanded),
+                Saved(f"{name}: softmax (float32)", acc * scores, quadratic=True),
+                Saved(f"{name}: dropout mask", acc * scores, quadratic=True),
+                Saved(f"{name}: dropped-out probabilities", acc * scores, quadratic=True)]
         if adapted.keeps_input("attn_out"):
             kept.append(Saved(f"{name}: output", a * n * q_dim))
         return kept
@@ -685,7 +710,8 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     if adapted.full:
         embedding.append(Saved("token ids", 8 * n, False))
     if traits.embedding_dropout > 0:
-        embedding.append(Saved("embedding dropout mask", mask * n * h, False))
+        # on the CPU the mask has the embeddings' dtype: float32 under autocast
+        embedding.append(Saved("embedding dropout mask", (1 if setup.device == "cuda" else residual) * n * h, False))
     head = norm("final norm", "head", 1, "head")
     vocab = spec.vocab if spec.kind != "vision" else 0
     logits_gradient = 0
@@ -712,12 +738,14 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     if eager:
         scores = b * heads * s * s
         grad_values = a * n * (q_dim if spec.kv_heads < heads else kv_dim)
-        if rms:  # the scores' gradient in the compute dtype, its float32 copy, the softmax's gradient
+        if math_path:  # everything in float32: the probabilities' gradients, the values'
+            attn_flow, copy = 8 * scores + 4 * n * (q_dim if spec.kv_heads < heads else kv_dim), 0
+        elif rms:  # the scores' gradient in the compute dtype, its float32 copy, the softmax's gradient
             attn_flow, copy = 8 * scores + grad_values, (a * scores if a != 4 else 0)
         else:
             attn_flow, copy = 2 * a * scores + grad_values, 0
         if traits.attention_dropout > 0:
-            copy += a * scores
+            copy += (4 if math_path else a) * scores
         attn_released = copy + (a * n * q_dim if adapted.keeps_input("attn_out") else 0)
     else:
         attn_flow, attn_released = a * n * (2 * q_dim + 2 * kv_dim), 0

@@ -96,7 +96,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         page="chapter_pages/estimator.py",
         titles={"en": "Model memory estimator", "fr": "Estimateur de mémoire des modèles"},
         icon=":material/calculate:",
-        anchors=("estimate", "safetensors-count", "take-away", "limits"),
+        anchors=("estimate", "safetensors-count", "take-away", "accuracy", "limits"),
     ),
 )
 

@@ -52,3 +52,16 @@ def test_distributed_names_the_fewest_gpus_the_engine_finds():
     best = min(c.gpus for c in counts if c.gpus)
     at = open_page(SLUG, "en")
     assert any(s.value.startswith("The fewest") and f"**{best}**" in s.value for s in at.success)
+
+
+def test_softcapped_models_carry_a_warning_with_a_link_to_the_measurements():
+    """Gemma 2's softcapping tensors are not counted yet: the three training calculators say so,
+    in the reader's language, and only for such a model."""
+    for lang, words in (("en", "softcapping"), ("fr", "softcapping")):
+        at = open_page(SLUG, lang, tm_model="google/gemma-2-9b", ac_model="google/gemma-2-9b", lo_model="google/gemma-2-9b")
+        assert not at.exception
+        warnings = [w.value for w in at.warning if words in w.value]
+        assert len(warnings) == 3
+        assert all(f"(estimator?lang={lang}#accuracy)" in w for w in warnings)
+    plain = open_page(SLUG, "en")
+    assert not [w for w in plain.warning if "softcapping" in w.value]

@@ -315,6 +315,28 @@ def test_activations_equal_what_autograd_keeps(precision, attention, lora):
     assert memory.activations_bytes == pytest.approx(measured, rel=0.01)
 
 
+def test_models_without_sdpa_are_counted_with_eager_attention():
+    """Gemma 2 has no SDPA path in transformers (its scores are softcapped): asking for SDPA
+    still runs eager attention, whose scores grow with the square of the sequence."""
+    config = load_test_config("tiny-gemma2")
+    spec = spec_from_config(make_config(config))
+    assert not spec.sdpa
+
+    def activations(attention: str, sequence: int) -> int:
+        setup = TrainingSetup(precision="bfloat16", attention=attention, micro_batch=2, sequence=sequence,
+                              device="cpu")
+        return training_memory(count_config(config), spec, setup, traits=traits_from_config(config)).activations_bytes
+
+    assert activations("sdpa", 128) == activations("eager", 128)
+    llama = load_test_config("tiny-llama")
+    llama_spec = spec_from_config(make_config(llama))
+    llama_setups = [TrainingSetup(precision="bfloat16", attention=a, micro_batch=2, sequence=128, device="cpu")
+                    for a in ("sdpa", "eager")]
+    sdpa, eager = (training_memory(count_config(llama), llama_spec, s, traits=traits_from_config(llama))
+                   .activations_bytes for s in llama_setups)
+    assert eager > sdpa  # the same choice matters where SDPA exists
+
+
 # The peak, its phase and its parts ---------------------------------------------------------
 
 def test_at_peak_adds_up_and_components_are_consistent():

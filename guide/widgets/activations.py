@@ -16,7 +16,8 @@ from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import method_picker, number, precision_picker, show_error, traits_of
+from guide.widgets.training_inputs import method_picker, number, precision_picker, show_error, softcap_caveat, \
+    traits_of
 
 KEYS = ("ac_model", "ac_gpu", "ac_precision", "ac_method", "ac_batch", "ac_sequence", "ac_attention")
 GROUPS = ("norm", "attention", "scores", "mlp", "dropout", "lora")
@@ -90,6 +91,7 @@ def render(ctx: Context) -> None:
                      linear=format_bytes(linear, lang),
                      ours=format_bytes(sum(sums.values()), lang),
                      logits=format_bytes(sum(s.bytes for s in layer.head if s.name.startswith("loss")), lang)))
+    softcap_caveat(ctx, model)
     share_box(ctx, KEYS)
 
 

@@ -12,7 +12,7 @@ from guide.format import escape_markdown, format_bytes, format_count, format_num
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import component_chart, number, peak_parts, precision_picker, show_error, \
-    traits_of
+    softcap_caveat, traits_of
 
 KEYS = ("lo_model", "lo_gpu", "lo_precision", "lo_rank", "lo_targets", "lo_batch", "lo_sequence")
 
@@ -63,6 +63,7 @@ def render(ctx: Context) -> None:
         })
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("lora.caption", targets=escape_markdown(targets, 80), rank=rank))
+    softcap_caveat(ctx, model)
     share_box(ctx, KEYS)
 
 

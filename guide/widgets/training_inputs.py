@@ -85,6 +85,13 @@ def moment(ctx: Context, memory: TrainingMemory) -> str:
     return ctx.t(f"training.moment_{key}")
 
 
+def softcap_caveat(ctx: Context, model: ResolvedModel) -> None:
+    """Softcapped models (Gemma 2) keep tensors the training model does not count yet; the
+    accuracy harness measured their peak above the prediction, so the reader is told."""
+    if model.spec.logit_softcap:
+        st.warning(ctx.t("training.softcap_caveat"), icon=":material/warning:")
+
+
 def show_error(ctx: Context, error: CalculatorError) -> None:
     """The error in the reader's language, with whatever they typed shown as plain text."""
     params = {key: escape_markdown(value, 400) for key, value in error.params.items()}

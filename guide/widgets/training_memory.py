@@ -13,7 +13,7 @@ from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, number, optimizer_picker, \
-    peak_parts, precision_picker, show_error, traits_of
+    peak_parts, precision_picker, show_error, softcap_caveat, traits_of
 
 KEYS = ("tm_model", "tm_gpu", "tm_precision", "tm_optimizer", "tm_batch", "tm_sequence")
 
@@ -78,6 +78,7 @@ def render(ctx: Context) -> None:
     else:
         st.error(ctx.t("training.none_fits", gpu=gpu.name, peak=format_bytes(memory.total_bytes, lang),
                        capacity=format_bytes(gpu.memory_bytes, lang)))
+    softcap_caveat(ctx, model)
     share_box(ctx, KEYS)
 
 
