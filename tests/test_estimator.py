@@ -47,7 +47,12 @@ def cells(at, which: str = "table") -> list[list[str]]:
 
 
 def no_table(at) -> bool:
-    return len(at.dataframe) == 0
+    """No estimate table: the only tables left are those of the accuracy section further down,
+    which start with the kind of measurement."""
+    from calculator.messages import text
+
+    accuracy_first = {text("accuracy.col_kind", lang) for lang in ("en", "fr")}
+    return all(d.value.columns[0] in accuracy_first for d in at.dataframe)
 
 
 def markdown_export(at) -> str:
