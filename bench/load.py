@@ -27,6 +27,13 @@ TINY = json.loads((ROOT / "tests" / "configs" / "tiny-llama.json").read_text())
 SESSION_TIMEOUT_MS = 120_000
 
 
+def machine_busy_seconds() -> float:
+    """CPU time the whole machine has spent busy (all cores, every process: the browser too)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]  # idle and iowait
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 class MemorySampler:
     """The server's resident memory (its process and children), sampled twice a second."""
 
@@ -46,6 +53,14 @@ class MemorySampler:
             except OSError:
                 pass
         return total
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far (user + system, its threads included)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def _children(self) -> list[int]:
         try:
@@ -74,6 +89,12 @@ async def wait_text(page, selector: str, text: str) -> None:
         arg=[selector, text], timeout=SESSION_TIMEOUT_MS)
 
 
+async def wait_idle(page) -> None:
+    """Until Streamlit has finished running the script (its status widget is gone)."""
+    await page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                                 timeout=SESSION_TIMEOUT_MS)
+
+
 async def journey(browser, url: str, index: int, rounds: int, upload_dir: Path) -> dict:
     """One reader. Returns the input-to-figure times, and any error or leak it saw."""
     result = {"times": [], "errors": [], "leaks": []}
@@ -85,10 +106,13 @@ async def journey(browser, url: str, index: int, rounds: int, upload_dir: Path) 
         # figure names the context (prompt + 256 new tokens), so each session checks its own.
         await page.goto(f"{url}/slow-model?lang={'fr' if index % 2 else 'en'}", timeout=SESSION_TIMEOUT_MS)
         widget = ".st-key-widget-batch-size"
-        box = page.locator(f"{widget} [data-testid='stNumberInput'] input").first
+        box = page.locator(".st-key-bs_prompt input")  # by its key, not its rank: under load the first number input was not always this one
         await box.wait_for(timeout=SESSION_TIMEOUT_MS)
         step = "change the prompt length"
         for round_ in range(rounds):
+            # A reader types once the page has finished running: a value typed while the
+            # first run is still drawing the page is replaced by the server's (Streamlit).
+            await wait_idle(page)
             prompt = 1000 + 37 * index + round_
             context_tokens = prompt + 256
             shown = f"{context_tokens:,}".replace(",", "\u202f" if index % 2 else ",")
@@ -150,22 +174,28 @@ def main(argv: list[str] | None = None) -> None:
             asyncio.run(level(server.url, 2, 1))  # warm the server's imports and caches
             warm_rss = memory.samples[-1][1]
             for sessions in args.levels:
-                before = len(memory.samples)
+                before, cpu_before, busy_before = len(memory.samples), memory.cpu_seconds(), machine_busy_seconds()
                 row = asyncio.run(level(server.url, sessions, args.rounds))
+                row["server_cpu"] = memory.cpu_seconds() - cpu_before
+                row["server_cores"] = row["server_cpu"] / row["seconds"]
+                row["machine_cores"] = (machine_busy_seconds() - busy_before) / row["seconds"]
                 row["rss_peak"] = max(s for _, s in memory.samples[before:]) if len(memory.samples) > before else warm_rss
                 row["rss_after"] = memory.samples[-1][1]
                 rows.append(row)
                 print(f"{sessions} sessions: p50 {row['p50'] * 1000:.0f} ms, p95 {row['p95'] * 1000:.0f} ms, "
-                      f"errors {len(row['errors'])}, leaks {len(row['leaks'])}, RSS {row['rss_after'] / 2**20:.0f} MiB",
+                      f"errors {len(row['errors'])}, leaks {len(row['leaks'])}, RSS {row['rss_after'] / 2**20:.0f} MiB, "
+                      f"server CPU {row['server_cores']:.2f} cores, machine {row['machine_cores']:.2f} cores",
                       flush=True)
     finally:
         server.stop()
     print("\n| sessions at once | input changes | p50 | p95 | errors | sessions that saw another's data | "
-          "server RSS peak | server RSS after |")
-    print("|---|---|---|---|---|---|---|---|")
+          "server RSS peak | server RSS after | server CPU (cores, mean) | whole machine (cores, mean) | "
+          "server CPU per journey |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['sessions']} | {r['changes']} | {r['p50'] * 1000:.0f} ms | {r['p95'] * 1000:.0f} ms | "
-              f"{len(r['errors'])} | {len(r['leaks'])} | {r['rss_peak'] / 2**20:.0f} MiB | {r['rss_after'] / 2**20:.0f} MiB |")
+              f"{len(r['errors'])} | {len(r['leaks'])} | {r['rss_peak'] / 2**20:.0f} MiB | {r['rss_after'] / 2**20:.0f} MiB | "
+              f"{r['server_cores']:.2f} | {r['machine_cores']:.2f} | {r['server_cpu'] / r['sessions']:.2f} s |")
     print(f"\nserver RSS after warm-up: {warm_rss / 2**20:.0f} MiB")
     holding = [r["sessions"] for r in rows if r["p95"] < 1.0 and not r["errors"]]
     print(f"largest level with p95 under 1 s and no error: {max(holding) if holding else 'none'}")
