@@ -53,7 +53,7 @@ def run_heading(ctx: Context, run: ResultRun) -> None:
     v = run.versions
     st.caption(ctx.t("accuracy.versions", torch=v.get("torch", "?"), transformers=v.get("transformers", "?"),
                      peft=v.get("peft", "?"), accelerate=v.get("accelerate", "?"), python=v.get("python", "?"),
-                     measure=f"`{device.get('measure', '?')}`"))
+                     measure=ctx.t(f"accuracy.measure_{run.device_type}")))
     if device.get("cuda_context_bytes"):
         st.info(ctx.t("accuracy.cuda_context", size=format_bytes(device["cuda_context_bytes"], lang)),
                 icon=":material/memory:")
