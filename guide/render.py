@@ -55,7 +55,12 @@ _FRAME_SCRIPT = """<script>
         clearInterval(timer);
       };
       const here = window.location.pathname + window.location.search + window.location.hash;
-      if (moved || ++tries > 150 || decodeURIComponent(here) !== decodeURIComponent(key)) { return done(); }
+      const running = !!document.querySelector("[data-testid='stStatusWidget']");
+      // Give up after 15 s, or 60 s while the page is still running (a cold server building
+      // a calculator above the section can take that long).
+      tries++;
+      if (moved || tries > 600 || (tries > 150 && !running)
+          || decodeURIComponent(here) !== decodeURIComponent(key)) { return done(); }
       if (!heading) {
         if (tries === 30) {  // 3 s and still no such heading: say so, stay where we are
           const note = document.createElement("div");
@@ -73,7 +78,7 @@ _FRAME_SCRIPT = """<script>
       if (Math.abs(top - wanted) > 4) {
         heading.scrollIntoView({block: "start"});
         steady = 0;
-      } else if (++steady >= 8 && tries > 30 && !document.querySelector("[data-testid='stStatusWidget']")) {
+      } else if (++steady >= 8 && tries > 30 && !running) {
         done();  // in place for 0.8 s, 3 s passed and the page is idle: what is above has its height
       }
     }, 100);

@@ -46,6 +46,14 @@ def open_url(page, url: str):
     return page
 
 
+def click_chapter_link(link) -> None:
+    """Click a link to another chapter once the page's script has made it a same-tab link
+    (Streamlit renders markdown links with target=_blank; a click before then opens a tab)."""
+    link.wait_for()
+    link.page.wait_for_function("(a) => !a.hasAttribute('target')", arg=link.element_handle(), timeout=20_000)
+    link.click()
+
+
 def widget_text(page, name: str) -> str:
     return page.locator(f".st-key-widget-{name}").inner_text()
 
@@ -106,7 +114,7 @@ def test_a_link_to_another_chapter_lands_on_its_section(server, page):
 
 def test_a_link_between_chapters_lands_on_its_section_in_the_same_language(server, page):
     open_url(page, f"{server.url}/fine-tuning?lang=fr#activations")
-    page.get_by_role("link", name="comment tester d'abord avec votre batch le plus long").click()
+    click_chapter_link(page.get_by_role("link", name="comment tester d'abord avec votre batch le plus long"))
     page.wait_for_url(re.compile(r"/oom\?lang=fr#dummy-data-test"))
     wait_for_title(page, chapters.by_slug("oom").title("fr"))
     assert heading_in_view(page, "dummy-data-test")
@@ -117,7 +125,7 @@ def test_a_link_between_chapters_lands_on_its_section_in_the_same_language(serve
 def test_a_link_in_a_widget_message_keeps_the_language(server, page):
     open_url(page, f"{server.url}/slow-model?lang=fr&bs_model=meta-llama%2FLlama-3.1-70B&bs_gpu=NVIDIA+T4")
     alert = page.locator(".st-key-widget-batch-size [data-testid='stAlertContentError']")
-    alert.get_by_role("link", name="quantification").click()
+    click_chapter_link(alert.get_by_role("link", name="quantification"))
     page.wait_for_url(re.compile(r"/quantization\?lang=fr#formats"))
     wait_for_title(page, chapters.by_slug("quantization").title("fr"))
     assert heading_in_view(page, "formats")
