@@ -106,12 +106,13 @@ async def journey(browser, url: str, index: int, rounds: int, upload_dir: Path) 
         # figure names the context (prompt + 256 new tokens), so each session checks its own.
         await page.goto(f"{url}/slow-model?lang={'fr' if index % 2 else 'en'}", timeout=SESSION_TIMEOUT_MS)
         widget = ".st-key-widget-batch-size"
-        box = page.locator(".st-key-bs_prompt input")  # by its key, not its rank: under load the first number input was not always this one
+        # The prompt box by its key, not by its rank: under load the first number input of
+        # the calculator was not always this one, and typed values went to another input.
+        box = page.locator(".st-key-bs_prompt input")
         await box.wait_for(timeout=SESSION_TIMEOUT_MS)
         step = "change the prompt length"
         for round_ in range(rounds):
-            # A reader types once the page has finished running: a value typed while the
-            # first run is still drawing the page is replaced by the server's (Streamlit).
+            # A reader types once the page has finished running.
             await wait_idle(page)
             prompt = 1000 + 37 * index + round_
             context_tokens = prompt + 256
