@@ -66,6 +66,13 @@ def wait_for_page(page, timeout: float = 30_000) -> None:
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
 
 
+def open_url(page, url: str):
+    """Open a URL and wait until the page is drawn and idle."""
+    page.goto(url)
+    wait_for_page(page)
+    return page
+
+
 def heading_in_view(page, anchor: str, timeout: float = 20_000) -> bool:
     """True once the heading with this id sits in the top part of the viewport."""
     try:

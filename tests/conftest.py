@@ -1,4 +1,5 @@
-"""Shared test set-up: an isolated Hugging Face cache, paths, and the local Hub server."""
+"""Shared test set-up: an isolated Hugging Face cache, paths, the local Hub server, and the
+guide server, browser and tab of the browser tests."""
 
 from __future__ import annotations
 
@@ -37,3 +38,37 @@ def hub(monkeypatch):
     monkeypatch.setenv("HF_HOME", tempfile.mkdtemp(prefix="hf-home-"))
     yield server
     server.stop()
+
+
+# Browser tests: one guide server and one Chromium per test module, a fresh tab per test. A
+# module that needs another server (a local Hub) defines its own `server`; one that needs a
+# taller window sets VIEWPORT_HEIGHT.
+
+@pytest.fixture(scope="module")
+def server():
+    from tests.browser import GuideServer
+
+    guide = GuideServer().wait()
+    yield guide
+    guide.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import launch_browser
+
+    with sync_playwright() as playwright:
+        chromium = launch_browser(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    height = getattr(request.module, "VIEWPORT_HEIGHT", 900)
+    context = browser.new_context(viewport={"width": 1280, "height": height}, locale="en-US")
+    tab = context.new_page()
+    yield tab
+    context.close()

@@ -9,41 +9,10 @@ import time
 import pytest
 
 from guide import chapters
-from tests.browser import GuideServer, heading_in_view, launch_browser, wait_for_page, wait_for_title
+from tests.browser import heading_in_view, open_url, wait_for_page, wait_for_title
 
 pytestmark = pytest.mark.browser
 LANGS = ("en", "fr")
-
-
-@pytest.fixture(scope="module")
-def server():
-    guide = GuideServer().wait()
-    yield guide
-    guide.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = launch_browser(playwright)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
-    tab = context.new_page()
-    yield tab
-    context.close()
-
-
-def open_url(page, url: str):
-    page.goto(url)
-    wait_for_page(page)
-    return page
 
 
 def click_chapter_link(link) -> None:

@@ -8,11 +8,12 @@ import re
 
 import pytest
 
-from tests.browser import GuideServer, heading_in_view, launch_browser, wait_for_page
+from tests.browser import GuideServer, heading_in_view, open_url
 from tests.conftest import CONFIGS, load_test_config
 
 pytestmark = pytest.mark.browser
 WIDGET = ".st-key-widget-estimator"
+VIEWPORT_HEIGHT = 1000  # the tab of these tests (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -32,30 +33,6 @@ def server(fake_hub, tmp_path_factory):
                          "HF_HOME": str(tmp_path_factory.mktemp("hf-home"))}).wait()
     yield guide
     guide.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = launch_browser(playwright)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 1000}, locale="en-US")
-    tab = context.new_page()
-    yield tab
-    context.close()
-
-
-def open_url(page, url: str):
-    page.goto(url)
-    wait_for_page(page)
-    return page
 
 
 def exported_table(page) -> str:

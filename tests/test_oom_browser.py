@@ -7,40 +7,14 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser import GuideServer, heading_in_view, launch_browser, wait_for_page
+from tests.browser import heading_in_view, open_url
 from tests.test_oom_message import TORCH_2_4
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def server():
-    guide = GuideServer().wait()
-    yield guide
-    guide.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = launch_browser(playwright)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
-    tab = context.new_page()
-    yield tab
-    context.close()
-
-
 def test_oom_pasting_a_message_reads_it_and_puts_it_in_the_url(server, page):
-    page.goto(f"{server.url}/oom?lang=en#oom-message")
-    wait_for_page(page)
+    open_url(page, f"{server.url}/oom?lang=en#oom-message")
     box = page.locator(".st-key-widget-oom-message textarea")
     box.fill(TORCH_2_4 + "\n<img src=x onerror=\"window.__pwned=1\"> [link](javascript:alert(1))")
     box.press("Control+Enter")
@@ -53,8 +27,7 @@ def test_oom_pasting_a_message_reads_it_and_puts_it_in_the_url(server, page):
 
 
 def test_oom_a_shared_message_link_reproduces_the_reading(server, page):
-    page.goto(f"{server.url}/oom?lang=fr&om_text={quote(TORCH_2_4)}#oom-message")
-    wait_for_page(page)
+    open_url(page, f"{server.url}/oom?lang=fr&om_text={quote(TORCH_2_4)}#oom-message")
     widget = page.locator(".st-key-widget-oom-message")
     widget.locator("text=Un autre processus").wait_for(timeout=20_000)
     assert "9,21 Gio" in widget.inner_text()
