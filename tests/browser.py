@@ -73,6 +73,13 @@ def open_url(page, url: str):
     return page
 
 
+def wait_for_widget_text(page, name: str, text: str, timeout: float = 30_000) -> None:
+    """Until the widget `name` shows `text` (it may not be drawn yet when this starts)."""
+    page.wait_for_function(
+        "([s, t]) => { const e = document.querySelector(s); return !!e && e.innerText.includes(t); }",
+        arg=[f".st-key-widget-{name}", text], timeout=timeout)
+
+
 def heading_in_view(page, anchor: str, timeout: float = 20_000) -> bool:
     """True once the heading with this id sits in the top part of the viewport."""
     try:

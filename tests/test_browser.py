@@ -9,7 +9,7 @@ import time
 import pytest
 
 from guide import chapters
-from tests.browser import heading_in_view, open_url, wait_for_page, wait_for_title
+from tests.browser import heading_in_view, open_url, wait_for_page, wait_for_title, wait_for_widget_text
 
 pytestmark = pytest.mark.browser
 LANGS = ("en", "fr")
@@ -102,11 +102,11 @@ def test_a_link_in_a_widget_message_keeps_the_language(server, page):
 
 def test_a_widget_interaction_updates_the_figure_and_the_url(server, page):
     open_url(page, f"{server.url}/?lang=en")
-    page.wait_for_function("() => document.querySelector('.st-key-widget-quick-check').innerText.includes('14.96 GiB')")
+    wait_for_widget_text(page, "quick-check", "14.96 GiB")
     started = time.perf_counter()
     page.locator(".st-key-widget-quick-check [data-testid='stSelectbox']", has_text="Precision").click()
     page.get_by_role("option", name="int4", exact=True).click()
-    page.wait_for_function("() => document.querySelector('.st-key-widget-quick-check').innerText.includes('3.74 GiB')")
+    wait_for_widget_text(page, "quick-check", "3.74 GiB")
     assert time.perf_counter() - started < 10
     assert "14.96 GiB" not in widget_text(page, "quick-check")
     assert "qc_dtype=int4" in page.url
