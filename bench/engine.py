@@ -17,12 +17,12 @@ CONFIG = ROOT / "calculator" / "catalog" / "configs" / "llama-2-70b.json"
 COLD_COUNT = """
 import time, json
 t = time.perf_counter()
-from calculator.estimate import summary_for_config
+from calculator.model import resolve_config
 config = json.load(open({path!r}))
-s = summary_for_config(config)
+s = resolve_config(config, "70b").summary
 cold = time.perf_counter() - t
 t = time.perf_counter()
-summary_for_config(config)
+resolve_config(config, "70b")
 print(cold, time.perf_counter() - t, s.parameters)
 """
 

@@ -25,7 +25,8 @@ import math
 from pathlib import Path
 import statistics
 
-from .estimate import ResolvedModel, resolve_config, resolve_model, rows_for
+from .estimate import rows_for
+from .model import Model, catalog_model, resolve_config
 
 KINDS = ("load", "inference", "training")
 # Load: the weights and buffers, exact by construction: what is left is the allocator's
@@ -47,15 +48,15 @@ def within_target(kind: str, error: float) -> bool:
 
 # -- predictions --------------------------------------------------------------------------
 
-def resolve_source(name: str, source: dict) -> ResolvedModel:
+def resolve_source(name: str, source: dict) -> Model:
     """The counted model of a result file's model entry: the stored catalog count when it is
     a catalog model as it is (what a reader of the guide gets), else its config counted."""
     if source.get("catalog") and not source.get("overrides"):
-        return resolve_model(source["catalog"], allow_local=False)
+        return catalog_model(source["catalog"])
     return resolve_config(source["config"], name)
 
 
-def predict(kind: str, model: ResolvedModel, config: dict, settings: dict) -> tuple[int, dict]:
+def predict(kind: str, model: Model, config: dict, settings: dict) -> tuple[int, dict]:
     """(predicted bytes, what they are made of) for one measured setting.
     load: {"dtype"}; inference: {"dtype", "attention", "mode", "batch", "context"};
     training: the fields of calculator.training.TrainingSetup."""
@@ -70,7 +71,8 @@ def predict(kind: str, model: ResolvedModel, config: dict, settings: dict) -> tu
                                     "activation_peak_bytes": memory.activation_peak_bytes,
                                     "peak_moment": memory.peak_moment}
     if kind == "training":
-        from .training import TrainingSetup, traits_from_config, training_memory
+        from .families import traits_from_config
+        from .training import TrainingSetup, training_memory
 
         memory = training_memory(model.summary, model.spec, TrainingSetup(**settings),
                                  traits=traits_from_config(config, model.summary.model_type))

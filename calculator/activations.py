@@ -10,7 +10,7 @@ layer or at the logits; an encoder-decoder's may come in the encoder, before any
 Each count below was read from the modeling code of transformers 5 (llama, mistral,
 mixtral, gemma2, gpt2, t5 and the shared attention, mask, cache and MoE code) and is
 checked against live tensor bytes on the CPU by bench/activations.py. Other families use the
-closest layout (LAYOUTS); their figures follow the same code paths but are not measured.
+closest layout (families.py); their figures follow the same code paths but are not measured.
 Kernel workspaces and the CUDA caching allocator are outside this model (see measure.py).
 """
 
@@ -19,38 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .architecture import ArchSpec
+from .families import Family, family_of
 
 INT64 = 8
 FLOAT32 = 4
 
-
-@dataclass(frozen=True)
-class Layout:
-    """How a family's code differs from Llama's where memory is concerned."""
-
-    norm: str = "rms"  # "rms": RMSNorm computed in float32; "layer": nn.LayerNorm, one output
-    positions: str = "rotary"  # "rotary" (cos/sin tables), "learned" (an embedding), "relative" (T5's bias)
-    fused_qkv: bool = False  # one projection for q, k and v, which stay views of it (GPT-2's c_attn)
-    keeps_attention_output: bool = False  # the attention's output is still referenced in the MLP (GPT-2)
-    float32_softmax: bool = True  # eager softmax in float32, then cast back; GPT-2's and T5's stay in the compute dtype
-
-
-LAYOUTS = {
-    "gpt2": Layout(norm="layer", positions="learned", fused_qkv=True, keeps_attention_output=True,
-                   float32_softmax=False),
-    "gpt_bigcode": Layout(norm="layer", positions="learned", fused_qkv=True),
-    "opt": Layout(norm="layer", positions="learned"),
-    "bart": Layout(norm="layer", positions="learned"),
-    "bert": Layout(norm="layer", positions="learned"),
-    "roberta": Layout(norm="layer", positions="learned"),
-    "distilbert": Layout(norm="layer", positions="learned"),
-    "vit": Layout(norm="layer", positions="learned"),
-    "gpt_neox": Layout(norm="layer", fused_qkv=True),
-    "falcon": Layout(norm="layer", fused_qkv=True),
-    "phi": Layout(norm="layer"),
-    "t5": Layout(positions="relative", float32_softmax=False),
-}
-MEASURED_FAMILIES = ("llama", "mistral", "mixtral", "gemma2", "gpt2", "t5")
 
 # Tensors of the MLP's width alive at once inside the activation function, its input
 # included. A single kernel (silu, relu, exact gelu, tanh-gelu) gives input + output = 2.
@@ -94,7 +67,7 @@ class _Run:
     """The sizes of one forward."""
 
     spec: ArchSpec
-    layout: Layout
+    layout: Family
     batch: int
     a: int  # bytes per element of the compute dtype
     kv: float  # bytes per element of the cache
@@ -105,10 +78,6 @@ class _Run:
         return tuple((name, int(size)) for name, size in sizes.items() if size)
 
 
-def layout_of(spec: ArchSpec) -> Layout:
-    return LAYOUTS.get(spec.model_type, Layout())
-
-
 def forward_phases(spec: ArchSpec, batch: int, tokens: int, a: int, kv_bytes: float, attention: str,
                    mode: str, decoder_tokens: int | None = None) -> list[Phase]:
     """Every moment of the forward that can hold the peak, for `batch` sequences of `tokens`
@@ -117,7 +86,7 @@ def forward_phases(spec: ArchSpec, batch: int, tokens: int, a: int, kv_bytes: fl
     float32 log-probabilities of every position. For an encoder-decoder, `tokens` are the
     encoder's and `decoder_tokens` (default: as many) the decoder's: cached when generating,
     scored when computing a log-likelihood."""
-    run = _Run(spec, layout_of(spec), batch, a, kv_bytes, attention if spec.sdpa else "eager", mode == "generate")
+    run = _Run(spec, family_of(spec.model_type), batch, a, kv_bytes, attention if spec.sdpa else "eager", mode == "generate")
     if spec.kind == "encoder-decoder":
         return _encoder_decoder(run, tokens, tokens if decoder_tokens is None else decoder_tokens)
     if spec.kind in ("encoder", "vision"):

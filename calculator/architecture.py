@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-ENCODER_ONLY_TYPES = {"bert", "roberta", "distilbert", "deberta", "deberta-v2", "electra", "albert",
-                      "xlm-roberta", "camembert", "modernbert", "vit", "deit", "beit", "swin", "dinov2"}
-VISION_TYPES = {"vit", "deit", "beit", "swin", "dinov2", "convnext"}
+from .families import EXPERT_COUNT_KEYS, EXPERT_TOPK_KEYS, GATED_ACTIVATIONS, family_of, first_positive
 
 
 @dataclass(frozen=True)
@@ -82,11 +80,8 @@ class ArchSpec:
 
 
 def _int(config, *names: str, default: int = 0) -> int:
-    for name in names:
-        value = getattr(config, name, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return default
+    value = first_positive(config, names)
+    return default if value is None else value
 
 
 def _text_config(config):
@@ -108,24 +103,24 @@ def spec_from_config(config) -> ArchSpec:
     is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     layers = _int(text, "num_decoder_layers", "decoder_layers", "num_hidden_layers", "n_layer", "num_layers")
     encoder_layers = _int(text, "encoder_layers", "num_layers") if is_enc_dec else 0
-    if model_type in VISION_TYPES:
+    family = family_of(model_type)
+    if family.kind == "vision":
         kind = "vision"
     elif is_enc_dec:
         kind = "encoder-decoder"
-    elif model_type in ENCODER_ONLY_TYPES:
-        kind = "encoder"
     else:
-        kind = "decoder"
+        kind = family.kind
     intermediate = _int(text, "intermediate_size", "n_inner", "ffn_dim", "d_ff", "decoder_ffn_dim",
                         "ffn_hidden_size", default=4 * hidden)
     act = str(getattr(text, "hidden_act", "") or getattr(text, "hidden_activation", "") or "")
-    gated = (model_type not in ("gpt2", "gpt_bigcode", "gpt_neox", "opt", "falcon", "phi", "bert", "roberta",
-                                "distilbert", "bart", "vit") and act in ("silu", "swiglu", "gelu_pytorch_tanh", "gelu"))
-    if model_type == "t5":
+    if family.t5_feed_forward:  # T5's feed-forward names its activation and gating itself
         gated = bool(getattr(text, "is_gated_act", False))
-    if model_type == "t5":
         act = str(getattr(text, "dense_act_fn", "") or "relu")
-    experts = _int(text, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+    elif family.gated_mlp is None:
+        gated = act in GATED_ACTIVATIONS
+    else:
+        gated = family.gated_mlp
+    experts = _int(text, *EXPERT_COUNT_KEYS)
     groups = _attention_groups(text, kind, layers, kv_heads, head_dim)
     expanded = 0
     if _int(text, "kv_lora_rank"):
@@ -135,7 +130,7 @@ def spec_from_config(config) -> ArchSpec:
         head_dim=head_dim, kv_heads=kv_heads, intermediate=intermediate, gated_mlp=gated,
         vocab=_int(text, "vocab_size"),
         experts=experts,
-        experts_per_token=_int(text, "num_experts_per_tok", "num_experts_per_token", "moe_top_k") if experts else 0,
+        experts_per_token=_int(text, *EXPERT_TOPK_KEYS) if experts else 0,
         expert_intermediate=_int(text, "moe_intermediate_size", default=intermediate) if experts else 0,
         shared_expert_intermediate=(_int(text, "shared_expert_intermediate_size")
                                     or _int(text, "n_shared_experts") * _int(text, "moe_intermediate_size")) if experts else 0,

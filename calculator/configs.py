@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from .errors import CalculatorError
+from .families import EXPERT_COUNT_KEYS, EXPERT_TOPK_KEYS
 
 MAX_CONFIG_BYTES = 2 * 1024 * 1024  # real configs, id2label tables included, stay far below
 MAX_NESTING = 24
@@ -36,10 +37,7 @@ HEAD_KEYS = {
     "num_attention_heads", "n_head", "num_heads", "n_heads", "num_key_value_heads",
     "encoder_attention_heads", "decoder_attention_heads", "multi_query_group_num",
 }
-EXPERT_KEYS = {
-    "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
-    "num_experts_per_tok", "num_experts_per_token", "moe_top_k", "n_shared_experts",
-}
+EXPERT_KEYS = {*EXPERT_COUNT_KEYS, *EXPERT_TOPK_KEYS, "n_shared_experts"}
 VOCAB_KEYS = {"vocab_size"}
 POSITION_KEYS = {"max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length"}
 IMAGE_KEYS = {"image_size", "patch_size", "num_channels"}
@@ -169,7 +167,7 @@ def rough_parameter_count(config: dict) -> float:
         hidden = _largest(table, HIDDEN_KEYS)
         ffn = max(_largest(table, DENSE_FFN_KEYS), 4 * hidden)
         expert_ffn = _largest(table, ("moe_intermediate_size",)) or ffn
-        experts = _largest(table, ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"))
+        experts = _largest(table, EXPERT_COUNT_KEYS)
         vocab = _largest(table, VOCAB_KEYS)
         positions = _largest(table, POSITION_KEYS)
         total += layers * (4.0 * hidden * hidden + 3.0 * hidden * (ffn + expert_ffn * experts))

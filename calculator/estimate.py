@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-import json
-from pathlib import Path
 
-from . import catalog
-from .errors import CalculatorError
-from .hub import fetch_config, is_hub_id
+from .model import Model, resolve
 from .precision import DEFAULT_DTYPES, bytes_per_param, normalize_dtype, rule_of_thumb_bytes
-from .architecture import ArchSpec
 from .summary import ModelSummary
-
-SOURCES = ("catalog", "local", "hub")
 
 
 @dataclass(frozen=True)
@@ -91,140 +83,12 @@ def rows_for(summary: ModelSummary, dtypes=DEFAULT_DTYPES) -> tuple[Row, ...]:
     return tuple(rows)
 
 
-@lru_cache(maxsize=64)
-def _summary_of_json(config_json: str, model_class: str) -> ModelSummary:
-    from .meta import count_config
-
-    return count_config(json.loads(config_json), model_class)
-
-
-def summary_for_config(config: dict, model_class: str = "auto", trust_remote_code: bool = False,
-                       source_dir: str | None = None) -> ModelSummary:
-    """Exact summary of a config dict, cached by content (a bounded cache)."""
-    if trust_remote_code:
-        from .meta import count_config
-
-        return count_config(config, model_class, trust_remote_code=True, source_dir=source_dir)
-    _check_class(model_class)
-    return _summary_of_json(json.dumps(config, sort_keys=True), model_class)
-
-
-def resolve_source(name: str, allow_local: bool) -> str:
-    """Which source a MODEL argument names: an existing path (CLI only), a catalog model, or
-    a Hub id. The page passes allow_local=False: it never reads a server path."""
-    if not isinstance(name, str) or not name.strip():
-        raise CalculatorError("model_not_found", name="")
-    name = name.strip()
-    if allow_local and Path(name).expanduser().exists():
-        return "local"
-    if catalog.find(name) is not None:
-        return "catalog"
-    if is_hub_id(name):
-        return "hub"
-    raise CalculatorError("model_not_found", name=name[:80])
-
-
-@dataclass(frozen=True)
-class ResolvedModel:
-    """A model the user named, counted: where it came from, its summary and its shape."""
-
-    name: str
-    source: str
-    summary: ModelSummary
-    spec: ArchSpec
-
-
-@lru_cache(maxsize=64)
-def _spec_of_json(config_json: str) -> ArchSpec:
-    from .architecture import spec_from_config
-    from .meta import make_config
-
-    return spec_from_config(make_config(json.loads(config_json)))
-
-
-def spec_for_config(config: dict) -> ArchSpec:
-    return _spec_of_json(json.dumps(config, sort_keys=True))
-
-
-def resolve_config(config: dict, name: str, model_class: str = "auto", source: str = "local") -> ResolvedModel:
-    """A config the user supplied as data (an upload, or a Hub config already fetched):
-    never runs remote code."""
-    return ResolvedModel(name, source, summary_for_config(config, model_class), spec_for_config(config))
-
-
-def header_count_reason(config: dict) -> str | None:
-    """Why a Hub checkpoint's safetensors headers should be read, given its config:
-    "remote_code" (its classes live in the repository, and we never run that code),
-    "unknown_type" (this transformers has no class for it), "quantized" (the config builds
-    the full-precision model; the headers say what the checkpoint stores). None when the
-    config alone gives the count. Absurd configs are refused first."""
-    from .configs import check_config
-    from .meta import needs_remote_code
-
-    check_config(config)
-    if needs_remote_code(config):
-        return "remote_code" if config.get("auto_map") else "unknown_type"
-    if config.get("quantization_config"):
-        return "quantized"
-    return None
-
-
-def resolve_model(name: str, model_class: str = "auto", allow_local: bool = True,
-                  trust_remote_code: bool = False) -> ResolvedModel:
-    """A catalog name, a local config (CLI only) or a Hub id, counted."""
-    _check_class(model_class)
-    source = resolve_source(name, allow_local)
-    name = name.strip()
-    if source == "catalog":
-        entry = catalog.find(name)
-        return ResolvedModel(entry.id, source, catalog.stored_summary(entry.key, model_class),
-                             catalog.stored_spec(entry.key))
-    if source == "local":
-        from .configs import read_config_file
-
-        config, path = read_config_file(name)
-        summary = summary_for_config(config, model_class, trust_remote_code, str(path.parent))
-        return ResolvedModel(str(path), source, summary, _local_spec(config, trust_remote_code, path))
-    if trust_remote_code:
-        from .meta import count_hub_remote
-
-        summary = count_hub_remote(name, model_class)
-        return ResolvedModel(name, source, summary, _remote_spec(name))
-    config = fetch_config(name)
-    return ResolvedModel(name, source, summary_for_config(config, model_class), spec_for_config(config))
-
-
-def _local_spec(config: dict, trust_remote_code: bool, path: Path) -> ArchSpec:
-    if not trust_remote_code:
-        return spec_for_config(config)
-    from .architecture import spec_from_config
-    from .meta import make_config
-
-    return spec_from_config(make_config(config, trust_remote_code=True, source_dir=str(path.parent)))
-
-
-def _remote_spec(repo_id: str) -> ArchSpec:
-    from transformers import AutoConfig
-
-    from .architecture import spec_from_config
-
-    return spec_from_config(AutoConfig.from_pretrained(repo_id, trust_remote_code=True))
-
-
 def estimate(name: str, dtypes=DEFAULT_DTYPES, model_class: str = "auto", allow_local: bool = True,
              trust_remote_code: bool = False) -> Estimate:
-    model = resolve_model(name, model_class, allow_local, trust_remote_code)
+    """The per-precision table of a model named as the CLI names it."""
+    return estimate_model(resolve(name, model_class, allow_local=allow_local, trust_remote_code=trust_remote_code),
+                          dtypes)
+
+
+def estimate_model(model: Model, dtypes=DEFAULT_DTYPES) -> Estimate:
     return Estimate(model.name, model.source, model.summary, rows_for(model.summary, dtypes))
-
-
-def estimate_config(config: dict, name: str, dtypes=DEFAULT_DTYPES, model_class: str = "auto") -> Estimate:
-    """For a config the user supplied as data (an upload): never runs remote code."""
-    summary = summary_for_config(config, model_class)
-    return Estimate(name, "local", summary, rows_for(summary, dtypes))
-
-
-def _check_class(model_class: str) -> None:
-    from .meta import MODEL_CLASSES  # light: meta imports torch lazily
-
-    if model_class not in MODEL_CLASSES:
-        raise CalculatorError("unknown_model_class", value=str(model_class)[:40], choices=", ".join(MODEL_CLASSES))

@@ -11,14 +11,13 @@ import logging
 import re
 import warnings
 
+from .architecture import ArchSpec
 from .configs import check_config
 from .errors import CalculatorError
+from .families import EXPERT_TOPK_KEYS, first_positive
 from .summary import Linear, ModelSummary, Unit
 
 MODEL_CLASSES = ("auto", "base")
-# Config keys that give the number of routed experts and how many each token uses.
-EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-EXPERT_TOPK_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_top_k")
 _NORM_CLASS = re.compile(r"norm", re.IGNORECASE)
 
 
@@ -141,27 +140,41 @@ def summarize(model, config, model_class: str) -> ModelSummary:
     )
 
 
-def count_config(config: dict, model_class: str = "auto", trust_remote_code: bool = False,
-                 source_dir: str | None = None) -> ModelSummary:
-    """The exact summary of a config dict: check, build on meta, count."""
+def count(config: dict, model_class: str = "auto", trust_remote_code: bool = False,
+          source_dir: str | None = None) -> tuple[ModelSummary, ArchSpec]:
+    """The exact summary and the shape of a config dict: check it, make the transformers
+    config object once, build the model on the meta device, count it."""
     cfg = make_config(config, trust_remote_code=trust_remote_code, source_dir=source_dir)
+    return count_object(cfg, model_class, trust_remote_code)
+
+
+def count_config(config: dict, model_class: str = "auto") -> ModelSummary:
+    """The exact summary of a config dict (never runs remote code)."""
+    return count(config, model_class)[0]
+
+
+def count_object(cfg, model_class: str = "auto", trust_remote_code: bool = False) -> tuple[ModelSummary, ArchSpec]:
+    """Summary and shape of a transformers config object (one made by make_config, or by
+    transformers itself from a repository's own code)."""
+    from .architecture import spec_from_config
+
     model = build_empty_model(cfg, model_class, trust_remote_code)
-    return summarize(model, cfg, model_class)
+    return summarize(model, cfg, model_class), spec_from_config(cfg)
 
 
-def count_hub_remote(repo_id: str, model_class: str = "auto") -> ModelSummary:
-    """CLI only, with --trust-remote-code: let transformers fetch the repository's own code."""
+def hub_remote_config(repo_id: str):
+    """CLI only, with --trust-remote-code: the config object transformers makes with the
+    repository's own code. Absurd sizes are refused before any code runs."""
     from transformers import AutoConfig
 
     from .hub import check_hub_id, fetch_config
 
-    check_config(fetch_config(repo_id))  # refuse absurd sizes before any code runs
+    check_config(fetch_config(repo_id))
     try:
         with _quiet():
-            cfg = AutoConfig.from_pretrained(check_hub_id(repo_id), trust_remote_code=True)
+            return AutoConfig.from_pretrained(check_hub_id(repo_id), trust_remote_code=True)
     except Exception as exc:
         raise CalculatorError("invalid_config", detail=" ".join(str(exc).splitlines()[:2])[:240]) from None
-    return summarize(build_empty_model(cfg, model_class, trust_remote_code=True), cfg, model_class)
 
 
 def _add_to_prefixes(sizes: dict[str, int], name: str, value: int) -> None:
@@ -275,14 +288,9 @@ def _is_expert(name: str) -> bool:
 
 
 def _config_value(config, keys: tuple[str, ...]):
-    for table in (config, getattr(config, "text_config", None)):
-        if table is None:
-            continue
-        for key in keys:
-            value = getattr(table, key, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-    return None
+    """The first positive value of `keys` in the config, else in its text sub-config."""
+    text = getattr(config, "text_config", None)
+    return first_positive(config, keys) or (first_positive(text, keys) if text is not None else None)
 
 
 def _active_parameters(model, config, parameters: int) -> int | None:

@@ -37,6 +37,7 @@ import re
 
 from .architecture import ArchSpec
 from .errors import CalculatorError
+from .families import ModelTraits, traits_from_config
 from .summary import Linear, ModelSummary
 
 # Choices, written as they appear in URLs and on the command line (language-neutral).
@@ -133,59 +134,6 @@ class Layout:
     @property
     def data(self) -> int:
         return self.gpus // (self.tensor * self.pipeline)
-
-
-@dataclass(frozen=True)
-class ModelTraits:
-    """What the config says about how the layers compute, beyond their shapes."""
-
-    norm: str = "layer"  # rms (float32 upcast, Llama style), gemma, layer (nn.LayerNorm)
-    activation: str = "gelu"
-    hidden_dropout: float = 0.0
-    attention_dropout: float = 0.0
-    embedding_dropout: float = 0.0
-    activation_dropout: float = 0.0
-
-
-RMS_UPCAST_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2",
-                    "deepseek_v3", "phi3", "granite", "olmo2", "t5", "mt5", "umt5", "cohere2", "ministral"}
-GEMMA_NORM_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text"}
-
-
-def traits_from_config(config: dict | None, model_type: str = "") -> ModelTraits:
-    """Norm kind, activation function and dropout rates from a config dict (None: defaults
-    from the model type)."""
-    config = config or {}
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    model_type = str(config.get("model_type") or model_type)
-    norm = "rms" if model_type in RMS_UPCAST_TYPES else "gemma" if model_type in GEMMA_NORM_TYPES else "layer"
-    act = _first(text, ("hidden_act", "hidden_activation", "activation_function", "activation", "dense_act_fn"), str)
-    projection = text.get("feed_forward_proj")
-    if model_type in ("t5", "mt5", "umt5"):  # "relu" (the default) or "gated-gelu", the tanh form
-        act = "gelu_new" if "gelu" in str(projection or "") else "relu"
-    hidden = _first(text, ("resid_pdrop", "hidden_dropout_prob", "hidden_dropout", "dropout_rate", "dropout"), float)
-    attention = _first(text, ("attn_pdrop", "attention_probs_dropout_prob", "attention_dropout", "dropout_rate"), float)
-    embedding = _first(text, ("embd_pdrop", "embedding_dropout"), float)
-    activation = _first(text, ("activation_dropout",), float)
-    if embedding is None:
-        embedding = hidden
-    if model_type in ("t5", "mt5", "umt5"):
-        activation = hidden  # T5's feed-forward drops out its inner activations too
-    return ModelTraits(norm=norm, activation=str(act or ""), hidden_dropout=hidden or 0.0,
-                       attention_dropout=attention or 0.0, embedding_dropout=embedding or 0.0,
-                       activation_dropout=activation or 0.0)
-
-
-def _first(config: dict, keys: tuple[str, ...], kind):
-    for key in keys:
-        value = config.get(key)
-        if value is None or isinstance(value, bool):
-            continue
-        if kind is float and isinstance(value, (int, float)) and 0 <= value < 1:
-            return float(value)
-        if kind is str and isinstance(value, str):
-            return value
-    return None
 
 
 # Tensors of n x intermediate that an activation function keeps for its backward, besides its

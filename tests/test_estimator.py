@@ -97,14 +97,15 @@ def test_markdown_export_is_the_table_shown():
 
 
 def test_csv_holds_the_cli_rows():
-    from calculator.estimate import resolve_model, rows_for
+    from calculator.estimate import rows_for
+    from calculator.model import resolve
     from guide.widgets.estimate_table import to_csv
 
     at = estimator(es_model="openai-community/gpt2", es_dtypes=["float32", "bfloat16", "int4"])
     button = at.get("download_button")[0]
     assert button.proto.label == "Download CSV" and button.proto.url.endswith(".csv")
     # The bytes served are what to_csv makes of the model and the precisions on the page.
-    model = resolve_model("gpt2", allow_local=False)
+    model = resolve("gpt2")
     text = to_csv(model.name, model.summary, rows_for(model.summary, ["float32", "bfloat16", "int4"]))
     data = json.loads(cli("estimate", "gpt2", "--dtypes", "float32", "bfloat16", "int4", "--json").stdout)
     rows = list(csv.DictReader(io.StringIO(text)))

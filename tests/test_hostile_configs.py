@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 from calculator import catalog
 from calculator.configs import parse_config_text
 from calculator.errors import CalculatorError
-from calculator.estimate import resolve_config
+from calculator.model import resolve_config
 
 SMALL_MODELS = ["gpt2", "bert-base-cased", "t5-small", "distilbert-base-uncased", "pythia-160m", "vit-base-patch16-224"]
 SIZE_KEYS = ["num_hidden_layers", "n_layer", "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head",

@@ -146,7 +146,7 @@ def test_bitsandbytes_bytes_equal_a_real_quantized_model(fmt, config_name, tmp_p
     model = cls.from_pretrained(tmp_path, quantization_config=BitsAndBytesConfig(**options), device_map="cpu",
                                 dtype=torch.bfloat16)
     summary = count_config(config)
-    spec = __import__("calculator.estimate", fromlist=["spec_for_config"]).spec_for_config(config)
+    spec = __import__("calculator.meta", fromlist=["count"]).count(config)[1]
     assert _real_bytes(model) == quantize_model(summary, spec, fmt).total_bytes
 
 

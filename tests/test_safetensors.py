@@ -11,7 +11,7 @@ import pytest
 from safetensors.numpy import save as save_numpy
 
 from calculator.errors import CalculatorError
-from calculator.estimate import header_count_reason
+from calculator.model import header_count_reason
 from calculator.meta import count_config
 from calculator.safetensors import MAX_SHARDS, count_tensors, read_headers, unit_of
 from tests.conftest import load_test_config

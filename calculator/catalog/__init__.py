@@ -100,13 +100,13 @@ def compute_all() -> dict:
     import torch
     import transformers
 
-    from ..architecture import spec_from_config
-    from ..meta import MODEL_CLASSES, count_config, make_config
+    from ..meta import MODEL_CLASSES, count
 
     models = {}
     for entry in entries():
-        models[entry.key] = {cls: count_config(config(entry.key), cls).to_dict() for cls in MODEL_CLASSES}
-        models[entry.key]["architecture"] = spec_from_config(make_config(config(entry.key))).to_dict()
+        counted = {cls: count(config(entry.key), cls) for cls in MODEL_CLASSES}
+        models[entry.key] = {cls: summary.to_dict() for cls, (summary, _) in counted.items()}
+        models[entry.key]["architecture"] = counted["auto"][1].to_dict()
     return {"versions": {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__},
             "models": models}
 

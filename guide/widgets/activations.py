@@ -16,8 +16,7 @@ from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import method_picker, number, precision_picker, show_error, softcap_caveat, \
-    traits_of
+from guide.widgets.training_inputs import method_picker, number, precision_picker, show_error, softcap_caveat
 
 KEYS = ("ac_model", "ac_gpu", "ac_precision", "ac_method", "ac_batch", "ac_sequence", "ac_attention")
 GROUPS = ("norm", "attention", "scores", "mlp", "dropout", "lora")
@@ -46,7 +45,7 @@ def render(ctx: Context) -> None:
     options = list(ATTENTION)
     attention = c7.selectbox(ctx.t("training.attention"), options, key="ac_attention", bind="query-params",
                              help=ctx.t("training.attention_help"))
-    traits = traits_of(model)
+    traits = model.traits
     base = TrainingSetup(method=method, precision=precision, micro_batch=batch, sequence=sequence, attention=attention)
     try:
         chosen = {mode: training_memory(model.summary, model.spec, replace(base, checkpointing=mode), traits=traits)

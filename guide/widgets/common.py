@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator import catalog
-from calculator.estimate import ResolvedModel, resolve_model
+from calculator.model import Model, catalog_model
 from calculator.gpus import Gpu, gpus
 from calculator.precision import DTYPES
 from guide.widgets import URL_FORMS, Context
@@ -20,7 +20,7 @@ def gpu_name(key: str) -> str:
     return gpus()[key].name
 
 
-def model_picker(ctx: Context, key: str, default: str = "llama-3-8b", container=st) -> ResolvedModel:
+def model_picker(ctx: Context, key: str, default: str = "llama-3-8b", container=st) -> Model:
     """A catalog model (the id is shown and put in the URL: the same in both languages)."""
     entries = {e.key: e for e in catalog.entries()}
     keys = list(entries)
@@ -28,7 +28,7 @@ def model_picker(ctx: Context, key: str, default: str = "llama-3-8b", container=
     choice = container.selectbox(ctx.t("common.model"), keys, index=keys.index(default), key=key,
                                  format_func=model_id, bind="query-params",
                                  help=ctx.t("common.model_help"))
-    return resolve_model(choice, allow_local=False)
+    return catalog_model(choice)
 
 
 def gpu_picker(ctx: Context, key: str, default: str = "rtx4090", container=st) -> Gpu:

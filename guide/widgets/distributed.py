@@ -12,7 +12,7 @@ from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import checkpointing_picker, component_chart, method_picker, number, peak_parts, \
-    show_error, traits_of
+    show_error
 
 KEYS = ("di_model", "di_gpu", "di_gpus", "di_method", "di_checkpointing", "di_batch", "di_sequence", "di_accumulation")
 # Names of the strategies: technical terms, the same in both languages, except the word
@@ -37,7 +37,7 @@ def render(ctx: Context) -> None:
     batch = number(ctx, "micro_batch", "di_batch", 1, 4096, container=c6)
     sequence = number(ctx, "sequence", "di_sequence", 4096, 1_048_576, container=c7, step=256)
     accumulation = number(ctx, "accumulation", "di_accumulation", 8, 10_000, container=c8)
-    traits = traits_of(model)
+    traits = model.traits
     setup = TrainingSetup(method=method, checkpointing=checkpointing, micro_batch=batch, sequence=sequence,
                           gradient_accumulation=accumulation)
     try:

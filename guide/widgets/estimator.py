@@ -11,13 +11,14 @@ import streamlit as st
 
 from calculator.estimate import fit_verdict, rows_for
 from calculator.gpus import gpus
+from calculator.model import Model
 from calculator.precision import DEFAULT_DTYPES, DTYPES
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import URL_FORMS, Context, Param, Widget
 from guide.widgets.common import gpu_name
 from guide.widgets.estimate_table import parameters_line, records, table, to_csv, to_markdown
-from guide.widgets.model_source import Counted, count_choice, share, source_inputs, source_keys, source_label
+from guide.widgets.model_source import count_choice, share, source_inputs, source_keys, source_label
 
 PREFIX = "es"
 KEYS = (*source_keys(PREFIX), "es_dtypes", "es_base", "es_gpus")
@@ -45,7 +46,7 @@ def render(ctx: Context) -> None:
     share(ctx, choice, KEYS)
 
 
-def _results(ctx: Context, counted: Counted, dtypes: list[str], cards: list, base: bool) -> None:
+def _results(ctx: Context, counted: Model, dtypes: list[str], cards: list, base: bool) -> None:
     lang = ctx.lang
     summary = counted.summary
     st.markdown(source_label(ctx, counted))
@@ -70,9 +71,9 @@ def _results(ctx: Context, counted: Counted, dtypes: list[str], cards: list, bas
     _exports(ctx, counted, rows, headers, cells)
 
 
-def _header_notes(ctx: Context, counted: Counted, base: bool) -> None:
+def _header_notes(ctx: Context, counted: Model, base: bool) -> None:
     """Say when the figures come from the safetensors headers, and what that means."""
-    stored = counted.stored
+    stored = counted.headers
     if counted.reason in ("remote_code", "unknown_type", "no_config"):
         st.info(ctx.t(f"estimator.headers_{counted.reason}", files=stored.files, tensors=format_count(stored.tensors, ctx.lang)),
                 icon=":material/info:")
@@ -131,7 +132,7 @@ def _fit(ctx: Context, rows, cards) -> None:
     st.plotly_chart(fig, config={"displayModeBar": False}, key="es_chart")
 
 
-def _exports(ctx: Context, counted: Counted, rows, headers, cells) -> None:
+def _exports(ctx: Context, counted: Model, rows, headers, cells) -> None:
     with st.expander(ctx.t("estimator.markdown"), icon=":material/content_copy:"):
         st.caption(ctx.t("estimator.markdown_help"))
         st.code(markdown_export(ctx, counted, headers, cells), language="markdown", wrap_lines=False)
@@ -141,7 +142,7 @@ def _exports(ctx: Context, counted: Counted, rows, headers, cells) -> None:
                        key="es_csv", on_click="ignore")
 
 
-def markdown_export(ctx: Context, counted: Counted, headers, cells) -> str:
+def markdown_export(ctx: Context, counted: Model, headers, cells) -> str:
     """What a support answer pastes: the model, the table as shown, the units."""
     title = ctx.t("estimator.markdown_title", name=counted.name.replace("`", "'"),
                   parameters=parameters_line(ctx, counted.summary),

@@ -12,7 +12,7 @@ from guide.format import escape_markdown, format_bytes, format_count, format_num
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import component_chart, number, peak_parts, precision_picker, show_error, \
-    softcap_caveat, traits_of
+    softcap_caveat
 
 KEYS = ("lo_model", "lo_gpu", "lo_precision", "lo_rank", "lo_targets", "lo_batch", "lo_sequence")
 
@@ -30,7 +30,7 @@ def render(ctx: Context) -> None:
     c6, c7 = st.columns(2)
     batch = number(ctx, "micro_batch", "lo_batch", 1, 4096, container=c6)
     sequence = number(ctx, "sequence", "lo_sequence", 2048, 1_048_576, container=c7, step=256)
-    traits = traits_of(model)
+    traits = model.traits
     try:
         adapters = lora_parameters(model.summary, rank, targets)
         setups = [TrainingSetup(method=m, precision=precision, micro_batch=batch, sequence=sequence, lora_rank=rank,

@@ -5,35 +5,24 @@ The catalog model and the Hub id are bound to the URL (both are the same in ever
 language); an uploaded file cannot travel in a URL, and the share box says so. Precedence:
 an uploaded file, else a Hub id, else the catalog model.
 
-Safety: the page never reads a server path (allow_local=False), never runs a repository's
-code, validates a Hub id before any request, caps and parses uploads itself, and shows what
-a user typed as plain text. Slow work runs behind a spinner and is cached, bounded, per
-input (Streamlit locks one cache key at a time, never the whole cache).
+Which model it is, and whether a Hub checkpoint is counted from its safetensors headers, is
+decided by the model seam (calculator/model.py), which also caps uploads, checks Hub ids
+before any request and caches counts and Hub answers. This widget gathers the choice, shows
+slow steps behind a spinner, and shows what a user typed as plain text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-import json
 
 import streamlit as st
 
 from calculator import catalog
-from calculator.architecture import ArchSpec
-from calculator.configs import MAX_CONFIG_BYTES, parse_config_text
 from calculator.errors import CalculatorError
-from calculator.estimate import header_count_reason, resolve_config, resolve_model
-from calculator.hub import check_hub_id, fetch_config
+from calculator.model import MAX_UPLOAD_BYTES, Model, resolve, resolve_upload
 from calculator.messages import text
-from calculator.safetensors import HeaderCount, read_headers
-from calculator.summary import ModelSummary
 from guide.format import escape_markdown
 from guide.widgets import Context, share_box
-
-# The server refuses uploads over 1 MB (.streamlit/config.toml); this is checked here too,
-# in case the page runs under another configuration.
-MAX_UPLOAD_BYTES = min(MAX_CONFIG_BYTES, 2**20)
-HUB_CACHE_SECONDS = 300  # a Hub answer (or a Hub error) is reused this long
 
 
 @dataclass(frozen=True)
@@ -44,18 +33,6 @@ class Choice:
     name: str  # catalog key, Hub id, or the uploaded file's name
     raw: bytes = b""  # the uploaded file
     size: int = 0
-
-
-@dataclass(frozen=True)
-class Counted:
-    """A model the reader picked, counted, with where the figures come from."""
-
-    name: str  # shown to the reader: the Hub id, or the uploaded file's name
-    source: str  # catalog, hub, upload, safetensors
-    summary: ModelSummary
-    spec: ArchSpec | None  # None when only the safetensors headers were read
-    stored: HeaderCount | None = None  # the checkpoint's safetensors headers, when read
-    reason: str | None = None  # why the headers were read: remote_code, unknown_type, quantized, no_config
 
 
 def source_keys(prefix: str) -> tuple[str, str]:
@@ -87,16 +64,17 @@ def _forget_hub_id(hub_key: str) -> None:
     st.session_state[hub_key] = ""
 
 
-def count_choice(ctx: Context, choice: Choice, model_class: str = "auto") -> Counted | None:
-    """Count what the reader picked, with a spinner for slow work. On bad input: a clear
-    message in the reader's language, and None."""
+def count_choice(ctx: Context, choice: Choice, model_class: str = "auto") -> Model | None:
+    """Count what the reader picked through the model seam, with a spinner for slow work. On
+    bad input: a clear message in the reader's language, and None."""
+    def spinner(step: str, name: str):
+        return st.spinner(ctx.t(f"model_source.{step}", name=escape_markdown(name), repo=escape_markdown(name)),
+                          show_time=True)
+
     try:
         if choice.kind == "upload":
-            return _count_upload(ctx, choice, model_class)
-        if choice.kind == "hub":
-            return _count_hub(ctx, choice.name, model_class)
-        model = resolve_model(choice.name, model_class, allow_local=False)
-        return Counted(model.name, "catalog", model.summary, model.spec)
+            return resolve_upload(choice.raw, choice.name, choice.size, model_class, progress=spinner)
+        return resolve(choice.name, model_class, read_headers=choice.kind == "hub", progress=spinner)
     except CalculatorError as error:
         show_error(ctx, error)
         return None
@@ -108,90 +86,7 @@ def show_error(ctx: Context, error: CalculatorError) -> None:
     st.error(text(f"error.{error.code}", ctx.lang, **params), icon=":material/error:")
 
 
-def _count_upload(ctx: Context, choice: Choice, model_class: str) -> Counted:
-    if not choice.name.lower().endswith(".json"):
-        raise CalculatorError("upload_not_json_name")
-    if choice.size > MAX_UPLOAD_BYTES or len(choice.raw) > MAX_UPLOAD_BYTES:
-        raise CalculatorError("upload_too_large", size=f"{choice.size:,}", limit=f"{MAX_UPLOAD_BYTES:,}")
-    config = parse_config_text(choice.raw, name=choice.name)
-    with st.spinner(ctx.t("model_source.building", name=escape_markdown(choice.name)), show_time=True):
-        summary, spec = _unwrap(_count_config(json.dumps(config, sort_keys=True), model_class))
-    return Counted(choice.name, "upload", summary, spec)
-
-
-def _count_hub(ctx: Context, name: str, model_class: str) -> Counted:
-    entry = catalog.find(name)
-    if entry is not None:  # a catalog checkpoint: its stored count, no request at all
-        model = resolve_model(entry.key, model_class, allow_local=False)
-        return Counted(model.name, "catalog", model.summary, model.spec)
-    repo = check_hub_id(name)  # before any request
-    with st.spinner(ctx.t("model_source.fetching", repo=escape_markdown(repo)), show_time=True):
-        config, error = _hub_config(repo)  # raises at once when the Hub is unreachable
-    if error is not None and error[0] != "hub_no_config":
-        raise CalculatorError(error[0], **error[1])
-    reason = "no_config" if config is None else header_count_reason(config)
-    stored = None
-    if reason is not None:
-        with st.spinner(ctx.t("model_source.reading_headers", repo=escape_markdown(repo)), show_time=True):
-            try:
-                stored, header_error = _headers(repo)
-            except CalculatorError as error:  # unreachable: not cached
-                stored, header_error = None, (error.code, error.params)
-        if header_error is not None and reason != "quantized":
-            if header_error[0] == "no_safetensors":  # say both halves: why headers, and none
-                raise CalculatorError(f"{reason}_no_safetensors", repo=repo,
-                                      model_type=str((config or {}).get("model_type", ""))[:60])
-            raise CalculatorError(header_error[0], **header_error[1])
-    if reason in ("remote_code", "unknown_type", "no_config"):
-        architectures = (config or {}).get("architectures")
-        architecture = str(architectures[0])[:80] if isinstance(architectures, list) and architectures else ""
-        summary = stored.summary(architecture, str((config or {}).get("model_type", ""))[:60])
-        return Counted(repo, "safetensors", summary, None, stored, reason)
-    with st.spinner(ctx.t("model_source.building", name=escape_markdown(repo)), show_time=True):
-        summary, spec = _unwrap(_count_config(json.dumps(config, sort_keys=True), model_class))
-    return Counted(repo, "hub", summary, spec, stored, reason)
-
-
-def _unwrap(outcome):
-    """Cached outcomes hold either a value or an error (errors are cached too, so a page
-    rerun does not ask the Hub again): raise the error, return the value."""
-    value, error = outcome
-    if error is not None:
-        raise CalculatorError(error[0], **error[1])
-    return value
-
-
-def _outcome(work):
-    """A value or an error, to cache. An unreachable Hub is not cached: it is raised, so the
-    next rerun asks again (a blip must not keep a model away for minutes)."""
-    try:
-        return work(), None
-    except CalculatorError as error:
-        if error.code == "hub_unreachable":
-            raise
-        return None, (error.code, error.params)
-
-
-@st.cache_data(max_entries=64, ttl=HUB_CACHE_SECONDS, show_spinner=False)
-def _hub_config(repo: str):
-    return _outcome(lambda: fetch_config(repo))
-
-
-@st.cache_data(max_entries=32, ttl=HUB_CACHE_SECONDS, show_spinner=False)
-def _headers(repo: str):
-    return _outcome(lambda: read_headers(repo))
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def _count_config(config_json: str, model_class: str):
-    """A config counted on the meta device; never with remote code (resolve_config)."""
-    def work():
-        model = resolve_config(json.loads(config_json), "", model_class)
-        return model.summary, model.spec
-    return _outcome(work)
-
-
-def source_label(ctx: Context, counted: Counted) -> str:
+def source_label(ctx: Context, counted: Model) -> str:
     """One line saying which model the figures are for and where they come from."""
     return ctx.t(f"model_source.counted_{counted.source}", name=escape_markdown(counted.name))
 

@@ -9,7 +9,7 @@ from calculator.training import OPTIMIZERS, TrainingSetup, training_memory
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import model_picker
-from guide.widgets.training_inputs import component_chart, method_picker, precision_picker, traits_of
+from guide.widgets.training_inputs import component_chart, method_picker, precision_picker
 
 KEYS = ("os_model", "os_precision", "os_method")
 
@@ -20,7 +20,7 @@ def render(ctx: Context) -> None:
     model = model_picker(ctx, "os_model", container=c1)
     precision = precision_picker(ctx, "os_precision", container=c2)
     method = method_picker(ctx, "os_method", container=c3)
-    traits = traits_of(model)
+    traits = model.traits
     memories = [training_memory(model.summary, model.spec, TrainingSetup(method=method, precision=precision,
                                                                           optimizer=name, micro_batch=1, sequence=1),
                                 traits=traits) for name in OPTIMIZERS]

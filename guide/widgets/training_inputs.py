@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator import catalog
 from calculator.errors import CalculatorError
-from calculator.estimate import ResolvedModel
-from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, ModelTraits, TrainingMemory, \
-    traits_from_config
+from calculator.model import Model
+from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, TrainingMemory
 from guide.charts import stacked_memory
 from guide.format import escape_markdown
 from guide.widgets import Context
@@ -50,12 +48,6 @@ def number(ctx: Context, label: str, key: str, default: int, high: int, containe
                                       step=step, key=key, bind="query-params"))
 
 
-def traits_of(model: ResolvedModel) -> ModelTraits:
-    """How the model's layers compute (norm, activation, dropout), from its catalog config."""
-    entry = catalog.find(model.name)
-    return traits_from_config(catalog.config(entry.key) if entry else None, model.summary.model_type)
-
-
 def peak_parts(memories: list[TrainingMemory]) -> dict[str, list[int]]:
     """What each GPU holds at its peak, component by component (the master copy apart)."""
     parts = {name: [] for name in COMPONENTS}
@@ -85,7 +77,7 @@ def moment(ctx: Context, memory: TrainingMemory) -> str:
     return ctx.t(f"training.moment_{key}")
 
 
-def softcap_caveat(ctx: Context, model: ResolvedModel) -> None:
+def softcap_caveat(ctx: Context, model: Model) -> None:
     """Softcapped models (Gemma 2) keep tensors the training model does not count yet; the
     accuracy harness measured their peak above the prediction, so the reader is told."""
     if model.spec.logit_softcap:

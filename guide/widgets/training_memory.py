@@ -13,7 +13,7 @@ from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, number, optimizer_picker, \
-    peak_parts, precision_picker, show_error, softcap_caveat, traits_of
+    peak_parts, precision_picker, show_error, softcap_caveat
 
 KEYS = ("tm_model", "tm_gpu", "tm_precision", "tm_optimizer", "tm_batch", "tm_sequence")
 
@@ -29,7 +29,7 @@ def render(ctx: Context) -> None:
     batch = number(ctx, "micro_batch", "tm_batch", 1, 4096, container=c5)
     sequence = number(ctx, "sequence", "tm_sequence", 2048, 1_048_576, container=c6, step=256)
     setup = TrainingSetup(precision=precision, optimizer=optimizer, micro_batch=batch, sequence=sequence)
-    traits = traits_of(model)
+    traits = model.traits
     try:
         memory = training_memory(model.summary, model.spec, setup, traits=traits)
         largest = largest_micro_batch(model.summary, model.spec, gpu.memory_bytes, setup, traits=traits)

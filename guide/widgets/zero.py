@@ -11,7 +11,7 @@ from guide.charts import capacity_line
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import component_chart, number, peak_parts, show_error, traits_of
+from guide.widgets.training_inputs import component_chart, number, peak_parts, show_error
 
 KEYS = ("ze_model", "ze_gpu", "ze_stage", "ze_gpus", "ze_offload", "ze_offload_params", "ze_deepspeed")
 SETUP = TrainingSetup(micro_batch=1, sequence=2048)  # mixed precision AdamW, as in the ZeRO paper
@@ -41,7 +41,7 @@ def render(ctx: Context) -> None:
     deepspeed = c7.checkbox(ctx.t("zero.deepspeed"), key="ze_deepspeed", bind="query-params",
                             help=ctx.t("zero.deepspeed_help"))
     accounting = "deepspeed" if deepspeed else "paper"
-    traits = traits_of(model)
+    traits = model.traits
     counts = gpu_counts(int(top))
     try:
         memories = [training_memory(model.summary, model.spec, SETUP,

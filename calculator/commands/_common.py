@@ -1,0 +1,80 @@
+"""What every command shares: the options declared once (argparse parents), the model and
+GPU they name, and the output (tables with explicit units, JSON in bytes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import CalculatorError
+from ..units import GB, GIB, format_bytes
+
+MODEL_HELP = "catalog name, path to config.json (or its folder), or Hub id"
+
+
+def parents() -> dict[str, argparse.ArgumentParser]:
+    """Shared options, each declared once: a command lists the ones it takes."""
+    model = argparse.ArgumentParser(add_help=False)
+    model.add_argument("model", metavar="MODEL", help=MODEL_HELP)
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="one JSON object, sizes in bytes")
+    trust = argparse.ArgumentParser(add_help=False)
+    trust.add_argument("--trust-remote-code", action="store_true",
+                       help="let transformers run the code of the model's repository (only if you trust it)")
+    units = argparse.ArgumentParser(add_help=False)
+    units.add_argument("--units", choices=("GiB", "GB"), default="GiB", help="binary (GiB, default) or decimal (GB) units")
+    return {"model": model, "json": as_json, "trust": trust, "units": units}
+
+
+def add_command(commands, name: str, shared: dict, uses: tuple[str, ...], run, **options) -> argparse.ArgumentParser:
+    """A subcommand with the shared options it uses; `run(args) -> exit code`."""
+    parser = commands.add_parser(name, parents=[shared[u] for u in uses], **options)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def resolve_model(args, model_class: str = "auto"):
+    """The model a command names (the CLI may read local files and, if asked, run remote code)."""
+    from ..model import resolve
+
+    return resolve(args.model, model_class, allow_local=True,
+                   trust_remote_code=getattr(args, "trust_remote_code", False))
+
+
+def find_gpu(key: str | None):
+    from ..gpus import gpu
+
+    return gpu(key) if key else None
+
+
+def sizer(units: str):
+    """The size formatter for --units, and the line that names the unit."""
+    system = "binary" if units == "GiB" else "decimal"
+    note = f"Units: {units} = {'2^30' if system == 'binary' else '10^9'} bytes."
+    return (lambda n: format_bytes(n, system=system)), note
+
+
+def render_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def print_json(data: dict) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def parse_size(text: str, name: str) -> int:
+    """'20GiB', '64 GB', '512MiB' -> bytes."""
+    value = str(text).strip()
+    for suffix, factor in (("GiB", GIB), ("MiB", 2**20), ("GB", GB), ("MB", 10**6), ("B", 1)):
+        if value.endswith(suffix):
+            number = value[: -len(suffix)].strip()
+            try:
+                size = float(number) * factor
+            except ValueError:
+                break
+            if size >= 0:
+                return int(size)
+            break
+    raise CalculatorError("bad_size_text", name=name, value=value[:30])

@@ -1,0 +1,46 @@
+"""`pipeline MODEL --gpus K`: a model's layers split over K GPUs, and the pipeline bubble."""
+
+from __future__ import annotations
+
+from ..precision import DTYPES
+from ..units import format_bytes
+from ._common import add_command, find_gpu, print_json, render_table, resolve_model
+
+
+def register(commands, shared) -> None:
+    p = add_command(commands, "pipeline", shared, ("model", "json"), run,
+                    help="split a model's layers over k GPUs (pipeline parallelism) and the bubble")
+    p.add_argument("--gpus", type=int, required=True, help="number of GPUs (pipeline stages)")
+    p.add_argument("--dtype", default="bfloat16", help=f"weight precision ({', '.join(DTYPES)})")
+    p.add_argument("--micro-batches", type=int, default=None, help="micro-batches per batch: prints the bubble")
+    p.add_argument("--gpu", help="GPU key: say whether each stage fits")
+
+
+def run(args) -> int:
+    from ..parallel import bubble_fraction, pipeline_split, tied_head_copy_bytes
+    from ..precision import normalize_dtype
+
+    dtype = normalize_dtype(args.dtype)
+    card = find_gpu(args.gpu)
+    bubble = bubble_fraction(args.gpus, args.micro_batches) if args.micro_batches is not None else None
+    model = resolve_model(args)
+    stages = pipeline_split(model.summary, dtype, args.gpus)
+    total = model.summary.total_bytes_at(dtype)
+    copy = tied_head_copy_bytes(model.summary, model.spec, dtype)
+    if args.json:
+        print_json({"model": model.name, "dtype": dtype, "gpus": args.gpus, "total_bytes": total,
+                    "stages": [s.to_json() for s in stages], "tied_head_copy_bytes": copy,
+                    "micro_batches": args.micro_batches, "bubble_fraction": bubble,
+                    "gpu": card.key if card else None,
+                    "fits": all(s.bytes <= card.memory_bytes for s in stages) if card else None})
+        return 0
+    print(f"Model: {model.name}   {dtype}   total {format_bytes(total)} over {args.gpus} GPU(s)")
+    rows = [[str(s.gpu), s.first, s.last, str(s.units), format_bytes(s.bytes)]
+            + (["yes" if s.bytes <= card.memory_bytes else "no"] if card else []) for s in stages]
+    print(render_table(["GPU", "from", "to", "layers", "memory"] + (["fits"] if card else []), rows))
+    if copy and args.gpus > 1:
+        print(f"The output head shares the embeddings: a stage running it away from them needs a copy ({format_bytes(copy)}).")
+    if bubble is not None:
+        print(f"Pipeline bubble with {args.micro_batches} micro-batches: {100 * bubble:.1f}% idle, (p - 1) / (m + p - 1).")
+    print("Units: GiB = 2^30 bytes. Weights only.")
+    return 0

@@ -1,0 +1,97 @@
+"""`train MODEL`: memory of one training step per GPU: weights, gradients, optimizer states,
+activations; with --gpu, whether it fits, the largest micro-batch and the fewest GPUs."""
+
+from __future__ import annotations
+
+from ..units import format_count
+from ._common import add_command, find_gpu, print_json, render_table, resolve_model, sizer
+
+
+def register(commands, shared) -> None:
+    from ..training import ACCOUNTINGS, ATTENTION, CHECKPOINTING, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS
+
+    p = add_command(commands, "train", shared, ("model", "trust", "units", "json"), run,
+                    help="memory of a training step per GPU: weights, gradients, optimizer, activations")
+    p.add_argument("--method", choices=METHODS, default="full", help="full fine-tuning, LoRA or QLoRA (default full)")
+    p.add_argument("--precision", choices=PRECISIONS, default="mixed",
+                   help="mixed: 16-bit weights and gradients, float32 master and states (default); bfloat16: all "
+                        "16-bit; float32; amp: float32 weights under torch.autocast")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    p.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="fused",
+                   help="PyTorch's fused kernel (default), foreach (a temporary per tensor) or for-loop")
+    p.add_argument("--batch", type=int, default=1, help="micro-batch: sequences per GPU per step (default 1)")
+    p.add_argument("--sequence", type=int, default=2048, help="tokens per sequence (default 2048)")
+    p.add_argument("--checkpointing", choices=CHECKPOINTING, default="none", help="activation recomputation")
+    p.add_argument("--attention", choices=ATTENTION, default="sdpa")
+    p.add_argument("--accumulation", type=int, default=1, help="micro-batches per optimizer step (default 1)")
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--lora-targets", default="all-linear", help="all-linear or module names: q_proj,v_proj")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs in all (default 1)")
+    p.add_argument("--tensor", type=int, default=1, help="tensor-parallel size")
+    p.add_argument("--pipeline", type=int, default=1, help="pipeline stages")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over the data-parallel GPUs")
+    p.add_argument("--offload-optimizer", action="store_true", help="optimizer states on the CPU (ZeRO-Offload)")
+    p.add_argument("--offload-params", action="store_true", help="parameters on the CPU too (ZeRO stage 3)")
+    p.add_argument("--accounting", choices=ACCOUNTINGS, default="paper",
+                   help="paper: the ZeRO paper's model states (default); deepspeed: DeepSpeed's own estimator")
+    p.add_argument("--gpu", help="GPU key: adds whether it fits, the largest micro-batch and the fewest GPUs")
+
+
+def run(args) -> int:
+    from ..training import (STRATEGIES, Layout, TrainingSetup, fewest_gpus, largest_micro_batch,
+                            rule_of_thumb_bytes, training_memory)
+
+    card = find_gpu(args.gpu)
+    setup = TrainingSetup(method=args.method, precision=args.precision, optimizer=args.optimizer,
+                          micro_batch=args.batch, sequence=args.sequence, checkpointing=args.checkpointing,
+                          attention=args.attention, gradient_accumulation=args.accumulation,
+                          lora_rank=args.lora_rank, lora_targets=args.lora_targets, optimizer_impl=args.optimizer_impl)
+    layout = Layout(gpus=args.gpus, tensor=args.tensor, pipeline=args.pipeline, zero=args.zero,
+                    offload_optimizer=args.offload_optimizer, offload_parameters=args.offload_params,
+                    accounting=args.accounting)
+    model = resolve_model(args)
+    traits = model.traits
+    memory = training_memory(model.summary, model.spec, setup, layout, traits)
+    result = {"model": model.name, "source": model.source, **memory.to_json(),
+              "rule_of_thumb_bytes": rule_of_thumb_bytes(model.summary.parameters),
+              "setup": {k: v for k, v in setup.__dict__.items() if k != "device"},
+              "layout": {**layout.__dict__, "data": layout.data}}
+    if card is not None:
+        result.update({"gpu": card.key, "gpu_memory_bytes": card.memory_bytes,
+                       "fits": memory.total_bytes <= card.memory_bytes,
+                       "largest_micro_batch": largest_micro_batch(model.summary, model.spec, card.memory_bytes,
+                                                                  setup, layout, traits),
+                       "fewest_gpus": [fewest_gpus(model.summary, model.spec, card.memory_bytes, strategy, setup,
+                                                   traits).to_json() for strategy in STRATEGIES]})
+    if args.json:
+        print_json(result)
+        return 0
+    size, units = sizer(args.units)
+    print(f"Model: {model.name} ({model.source}), {format_count(model.summary.parameters)} parameters, "
+          f"{format_count(memory.trainable_parameters)} trained")
+    print(f"Setup: {args.method}, {args.precision}, {args.optimizer}, micro-batch {args.batch} x {args.sequence} "
+          f"tokens, checkpointing {args.checkpointing}")
+    print(f"GPUs:  {layout.gpus} = {layout.data} data x {layout.tensor} tensor x {layout.pipeline} pipeline, "
+          f"ZeRO stage {layout.zero}" + (", optimizer on the CPU" if layout.offload_optimizer else "")
+          + (", parameters on the CPU" if layout.offload_parameters else ""))
+    rows = [["weights (with float32 master copy)", size(memory.weights_bytes), size(memory.at_peak["weights"])],
+            ["gradients", size(memory.gradients_bytes), size(memory.at_peak["gradients"])],
+            ["optimizer states", size(memory.optimizer_bytes), size(memory.at_peak["optimizer"])],
+            ["activations (kept for backward)", size(memory.activations_bytes), size(memory.at_peak["activations"])],
+            ["communication buffers", size(memory.buffers_bytes), size(memory.at_peak["buffers"])],
+            ["temporaries", "", size(memory.at_peak["temporary"])],
+            ["peak per GPU", "", size(memory.total_bytes)]]
+    print(render_table(["per GPU", "full size", "at the peak"], rows))
+    print(f"The peak comes at the {memory.peak_moment} ({memory.peak_phase}); "
+          f"forward/backward {size(memory.forward_backward_bytes)}, optimizer step {size(memory.optimizer_step_bytes)}.")
+    if memory.cpu_bytes:
+        print(f"On the CPU: {size(memory.cpu_bytes)} per GPU.")
+    print(f"Rule of thumb (8 bytes per parameter, bfloat16 full fine-tuning): {size(result['rule_of_thumb_bytes'])}.")
+    if card is not None:
+        verdict = "fits" if result["fits"] else "does not fit"
+        print(f"On a {card.name} ({size(card.memory_bytes)}): {verdict}; largest micro-batch "
+              f"{result['largest_micro_batch']}.")
+        counts = [[c["strategy"], str(c["gpus"]) if c["gpus"] else "more than 4096"] for c in result["fewest_gpus"]]
+        print(render_table(["strategy", "fewest GPUs"], counts))
+    print(units)
+    return 0

@@ -1,0 +1,287 @@
+"""The model seam: which model is this, counted.
+
+Every widget, every CLI command and the accuracy harness name a model here and nowhere else:
+a catalog name, a path to a config (CLI only), a Hugging Face Hub id, or an uploaded
+config.json go in; one immutable `Model` comes out, with where it came from, its config, the
+exact meta-device count (`ModelSummary`), its shape (`ArchSpec`) and how its layers compute
+(`ModelTraits`). When the config alone cannot count a Hub checkpoint (its code lives in the
+repository, this transformers has no class for it, or it is already quantized) and the
+caller asks for it, the checkpoint's safetensors headers are read instead, and the record
+says why.
+
+A config is made into a transformers config once (meta.count) and counted once per content
+(a bounded cache, errors included); a Hub answer is reused for a few minutes, except
+"unreachable", which is asked again. Safety: the page never reads a server path
+(allow_local=False) and never runs a repository's code (trust_remote_code is for the CLI);
+a Hub id is checked before any request; an upload is capped and parsed here.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from functools import lru_cache
+import json
+from pathlib import Path
+import threading
+import time
+from typing import Callable, ContextManager
+
+from . import catalog
+from .architecture import ArchSpec
+from .configs import MAX_CONFIG_BYTES, check_config, parse_config_text, read_config_file
+from .errors import CalculatorError
+from .families import ModelTraits, traits_from_config
+from .hub import check_hub_id, fetch_config, is_hub_id
+from .meta import MODEL_CLASSES
+from .summary import ModelSummary
+
+SOURCES = ("catalog", "local", "hub", "upload", "safetensors")
+# Why a Hub checkpoint was counted from its safetensors headers.
+HEADER_REASONS = ("remote_code", "unknown_type", "quantized", "no_config")
+# The page's server refuses uploads over 1 MB (.streamlit/config.toml); checked here too.
+MAX_UPLOAD_BYTES = min(MAX_CONFIG_BYTES, 2**20)
+HUB_CACHE_SECONDS = 300
+COUNT_CACHE_ENTRIES = 32
+
+# progress(step, name) -> a context manager shown around slow work (the page's spinner):
+# step is "fetching", "reading_headers" or "building".
+Progress = Callable[[str, str], ContextManager]
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model someone named, counted."""
+
+    name: str  # as shown: the catalog checkpoint's Hub id, a Hub id, a config's path, an upload's file name
+    source: str  # catalog, local, hub, upload, safetensors (only the headers could count it)
+    summary: ModelSummary
+    spec: ArchSpec | None  # None when only the safetensors headers were read
+    traits: ModelTraits
+    config_json: str = ""  # the config, as sorted JSON ("" when there is none)
+    key: str | None = None  # the catalog key
+    load_id: str = ""  # what from_pretrained takes: a Hub id or a local folder ("" for an upload)
+    headers: object | None = None  # safetensors.HeaderCount, when the headers were read
+    reason: str | None = None  # why they were read: one of HEADER_REASONS
+
+    @property
+    def config(self) -> dict | None:
+        """A fresh copy of the config dict (None when the checkpoint has none)."""
+        return json.loads(self.config_json) if self.config_json else None
+
+
+def check_model_class(model_class: str) -> str:
+    if model_class not in MODEL_CLASSES:
+        raise CalculatorError("unknown_model_class", value=str(model_class)[:40], choices=", ".join(MODEL_CLASSES))
+    return model_class
+
+
+def source_of(name: str, allow_local: bool) -> str:
+    """Which source a model name designates: an existing path (CLI only), a catalog model, or
+    a Hub id. The page passes allow_local=False: it never reads a server path."""
+    if not isinstance(name, str) or not name.strip():
+        raise CalculatorError("model_not_found", name="")
+    name = name.strip()
+    if allow_local and Path(name).expanduser().exists():
+        return "local"
+    if catalog.find(name) is not None:
+        return "catalog"
+    if is_hub_id(name):
+        return "hub"
+    raise CalculatorError("model_not_found", name=name[:80])
+
+
+def resolve(name: str, model_class: str = "auto", *, allow_local: bool = False, trust_remote_code: bool = False,
+            read_headers: bool = False, progress: Progress | None = None) -> Model:
+    """The one entry point: a catalog name, a local config (allow_local, CLI only) or a Hub id.
+    read_headers: count a Hub checkpoint from its safetensors headers when its config cannot
+    (the page does; the CLI has a command of its own for headers)."""
+    check_model_class(model_class)
+    source = source_of(name, allow_local)
+    name = name.strip()
+    if source == "catalog":
+        return catalog_model(catalog.find(name).key, model_class)
+    if source == "local":
+        return _local(name, model_class, trust_remote_code)
+    if trust_remote_code:
+        return _hub_remote(name, model_class)
+    return _hub(check_hub_id(name), model_class, read_headers, progress or _quiet_progress)
+
+
+def resolve_upload(raw: bytes, filename: str, size: int | None = None, model_class: str = "auto",
+                   progress: Progress | None = None) -> Model:
+    """An uploaded config.json: capped, parsed and counted (never with remote code)."""
+    check_model_class(model_class)
+    if not str(filename).lower().endswith(".json"):
+        raise CalculatorError("upload_not_json_name")
+    size = len(raw) if size is None else size
+    if size > MAX_UPLOAD_BYTES or len(raw) > MAX_UPLOAD_BYTES:
+        raise CalculatorError("upload_too_large", size=f"{size:,}", limit=f"{MAX_UPLOAD_BYTES:,}")
+    config = parse_config_text(raw, name=filename)
+    return resolve_config(config, filename, source="upload", model_class=model_class, progress=progress)
+
+
+def resolve_config(config: dict, name: str, source: str = "local", model_class: str = "auto",
+                   progress: Progress | None = None, load_id: str = "") -> Model:
+    """A config given as data (an upload, a measured model's config): never runs remote code."""
+    check_model_class(model_class)
+    config_json = json.dumps(config, sort_keys=True)
+    with (progress or _quiet_progress)("building", name):
+        summary, spec = _counted(config_json, model_class)
+    return Model(name, source, summary, spec, traits_from_config(config, summary.model_type), config_json,
+                 load_id=load_id)
+
+
+@lru_cache(maxsize=64)
+def catalog_model(key: str, model_class: str = "auto") -> Model:
+    """A catalog model from its stored count: no torch, no transformers."""
+    entry = next(e for e in catalog.entries() if e.key == key)
+    config = catalog.config(key)
+    summary = catalog.stored_summary(key, model_class)
+    return Model(entry.id, "catalog", summary, catalog.stored_spec(key), traits_from_config(config, summary.model_type),
+                 json.dumps(config, sort_keys=True), key=key, load_id=entry.id)
+
+
+def header_count_reason(config: dict) -> str | None:
+    """Why a Hub checkpoint's safetensors headers should be read, given its config:
+    "remote_code" (its classes live in the repository, and we never run that code),
+    "unknown_type" (this transformers has no class for it), "quantized" (the config builds
+    the full-precision model; the headers say what the checkpoint stores). None when the
+    config alone gives the count. Absurd configs are refused first."""
+    from .meta import needs_remote_code  # imports transformers
+
+    check_config(config)
+    if needs_remote_code(config):
+        return "remote_code" if config.get("auto_map") else "unknown_type"
+    if config.get("quantization_config"):
+        return "quantized"
+    return None
+
+
+# -- the sources ----------------------------------------------------------------------------
+
+def _local(name: str, model_class: str, trust_remote_code: bool) -> Model:
+    config, path = read_config_file(name)
+    if trust_remote_code:
+        from .meta import count
+
+        summary, spec = count(config, model_class, trust_remote_code=True, source_dir=str(path.parent))
+    else:
+        summary, spec = _counted(json.dumps(config, sort_keys=True), model_class)
+    return Model(str(path), "local", summary, spec, traits_from_config(config, summary.model_type),
+                 json.dumps(config, sort_keys=True), load_id=str(path.parent))
+
+
+def _hub_remote(repo: str, model_class: str) -> Model:
+    """CLI only: transformers runs the repository's own code to make the config."""
+    from .meta import count_object, hub_remote_config
+
+    cfg = hub_remote_config(check_hub_id(repo))
+    summary, spec = count_object(cfg, model_class, trust_remote_code=True)
+    config = fetch_config(repo)
+    return Model(repo, "hub", summary, spec, traits_from_config(config, summary.model_type),
+                 json.dumps(config, sort_keys=True), load_id=repo)
+
+
+def _hub(repo: str, model_class: str, read_headers: bool, progress: Progress) -> Model:
+    with progress("fetching", repo):
+        config, error = _hub_answers.get(("config", repo), lambda: fetch_config(repo))
+    if error is not None and not (read_headers and error[0] == "hub_no_config"):
+        raise CalculatorError(error[0], **error[1])
+    reason = "no_config" if config is None else header_count_reason(config)
+    if not read_headers or reason is None:
+        return resolve_config(config, repo, source="hub", model_class=model_class, progress=progress, load_id=repo)
+    from .safetensors import read_headers as read
+
+    with progress("reading_headers", repo):
+        stored, header_error = _hub_answers.get(("headers", repo), lambda: read(repo))
+    if header_error is not None and reason != "quantized":
+        if header_error[0] == "no_safetensors":  # say both halves: why headers, and none
+            raise CalculatorError(f"{reason}_no_safetensors", repo=repo,
+                                  model_type=str((config or {}).get("model_type", ""))[:60])
+        raise CalculatorError(header_error[0], **header_error[1])
+    if reason == "quantized":  # the config builds the model; the headers say what is stored
+        model = resolve_config(config, repo, source="hub", model_class=model_class, progress=progress, load_id=repo)
+        return _with_headers(model, stored, reason)
+    architectures = (config or {}).get("architectures")
+    architecture = str(architectures[0])[:80] if isinstance(architectures, list) and architectures else ""
+    model_type = str((config or {}).get("model_type", ""))[:60]
+    summary = stored.summary(architecture, model_type)
+    return Model(repo, "safetensors", summary, None, traits_from_config(config, model_type),
+                 json.dumps(config, sort_keys=True) if config else "", load_id=repo, headers=stored, reason=reason)
+
+
+def _with_headers(model: Model, headers, reason: str) -> Model:
+    from dataclasses import replace
+
+    return replace(model, headers=headers, reason=reason)
+
+
+def _quiet_progress(step: str, name: str) -> ContextManager:
+    return nullcontext()
+
+
+# -- caches ---------------------------------------------------------------------------------
+
+@lru_cache(maxsize=COUNT_CACHE_ENTRIES)
+def _count_outcome(config_json: str, model_class: str):
+    """A config counted on the meta device, or the error it gave (cached too, so a page
+    rerun does not build a bad config again)."""
+    from .meta import count
+
+    return _outcome(lambda: count(json.loads(config_json), model_class))
+
+
+def _counted(config_json: str, model_class: str) -> tuple[ModelSummary, ArchSpec]:
+    value, error = _count_outcome(config_json, model_class)
+    if error is not None:
+        raise CalculatorError(error[0], **error[1])
+    return value
+
+
+def _outcome(work):
+    """(value, None) or (None, (code, params)). An unreachable Hub is raised, not kept: the
+    next question asks again (a blip must not keep a model away for minutes)."""
+    try:
+        return work(), None
+    except CalculatorError as error:
+        if error.code == "hub_unreachable":
+            raise
+        return None, (error.code, error.params)
+
+
+class _TimedCache:
+    """Answers kept `seconds` long, at most `entries` of them (the oldest go first). The
+    lock guards the table only: slow work runs outside it, so other readers never wait."""
+
+    def __init__(self, seconds: float, entries: int) -> None:
+        self.seconds, self.entries = seconds, entries
+        self._table: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key, work):
+        now = time.monotonic()
+        with self._lock:
+            kept = self._table.get(key)
+            if kept is not None and now - kept[0] < self.seconds:
+                return kept[1]
+        answer = _outcome(work)
+        with self._lock:
+            self._table[key] = (time.monotonic(), answer)
+            while len(self._table) > self.entries:
+                self._table.pop(next(iter(self._table)))
+        return answer
+
+    def clear(self) -> None:
+        with self._lock:
+            self._table.clear()
+
+
+_hub_answers = _TimedCache(HUB_CACHE_SECONDS, 96)
+
+
+def clear_caches() -> None:
+    """Forget every count and Hub answer (tests, and a server that wants its memory back)."""
+    _count_outcome.cache_clear()
+    catalog_model.cache_clear()
+    _hub_answers.clear()
