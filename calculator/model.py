@@ -92,11 +92,15 @@ def source_of(name: str, allow_local: bool) -> str:
 
 
 def resolve(name: str, model_class: str = "auto", *, allow_local: bool = False, trust_remote_code: bool = False,
-            read_headers: bool = False, progress: Progress | None = None) -> Model:
+            read_headers: bool = False, hub_id: bool = False, progress: Progress | None = None) -> Model:
     """The one entry point: a catalog name, a local config (allow_local, CLI only) or a Hub id.
     read_headers: count a Hub checkpoint from its safetensors headers when its config cannot
-    (the page does; the CLI has a command of its own for headers)."""
+    (the page does; the CLI has a command of its own for headers). hub_id: the name was typed
+    as a Hub id, so a malformed one is refused as such (a catalog checkpoint still needs no
+    request)."""
     check_model_class(model_class)
+    if hub_id and catalog.find(name) is None:
+        check_hub_id(name)
     source = source_of(name, allow_local)
     name = name.strip()
     if source == "catalog":

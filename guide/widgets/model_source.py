@@ -74,7 +74,8 @@ def count_choice(ctx: Context, choice: Choice, model_class: str = "auto") -> Mod
     try:
         if choice.kind == "upload":
             return resolve_upload(choice.raw, choice.name, choice.size, model_class, progress=spinner)
-        return resolve(choice.name, model_class, read_headers=choice.kind == "hub", progress=spinner)
+        typed_hub_id = choice.kind == "hub"
+        return resolve(choice.name, model_class, read_headers=typed_hub_id, hub_id=typed_hub_id, progress=spinner)
     except CalculatorError as error:
         show_error(ctx, error)
         return None
