@@ -8,7 +8,7 @@ settings (calculator/accuracy.py, through the functions the guide and the CLI us
 
 - load: the bytes held once the model is built on the device;
 - inference: the peak of `generate` and of a full-sequence forward scored as a log-likelihood,
-  on a grid of batch sizes and context lengths (calculator/measure.py's run_inference);
+  on a grid of batch sizes and context lengths (bench/measure.py's run_inference);
 - training: the peak of the second of two full steps (forward, backward, AdamW step,
   zero_grad) in mixed precision (float32 weights, bfloat16 autocast: the Trainer's bf16=True),
   with and without activation checkpointing, and with LoRA through peft.
@@ -173,7 +173,7 @@ def split_of(model: str, kind: str, settings: dict) -> str:
 # -- measuring ----------------------------------------------------------------------------
 
 def _meter(device: str):
-    from calculator.measure import CpuMeter, CudaMeter
+    from bench.measure import CpuMeter, CudaMeter
 
     return CpuMeter() if device == "cpu" else CudaMeter()
 
@@ -188,7 +188,7 @@ def measure_group(group: Group, device: str, with_load: bool) -> list[tuple[str,
     """(kind, settings, measured bytes, detail) for the group's load and its inference runs."""
     import torch
 
-    from calculator.measure import dummy_inputs, random_model, run_inference
+    from bench.measure import dummy_inputs, random_model, run_inference
 
     config = group.model.config()
     out = []
@@ -228,7 +228,7 @@ def measure_training(training: Training, device: str) -> tuple[int, dict]:
     """Peak of the second training step (the optimizer states exist), with the first's."""
     import torch
 
-    from calculator.measure import prepare_training, random_model, training_dtype, training_step, training_tokens
+    from bench.measure import prepare_training, random_model, training_dtype, training_step, training_tokens
     from calculator.training import TrainingSetup
 
     setup = TrainingSetup(**training_settings(training, device))
@@ -258,7 +258,7 @@ def device_info(device: str) -> dict:
     import torch
 
     if device == "cuda":
-        from calculator.measure import cuda_outside_allocator_bytes
+        from bench.measure import cuda_outside_allocator_bytes
 
         props = torch.cuda.get_device_properties(0)
         return {"type": "cuda", "name": torch.cuda.get_device_name(0), "memory_bytes": props.total_memory,
@@ -266,7 +266,7 @@ def device_info(device: str) -> dict:
                 "measure": "torch.cuda.max_memory_allocated() after reset_peak_memory_stats()"}
     return {"type": "cpu", "name": _cpu_name(), "cores": os.cpu_count(), "memory_bytes": _host_memory(),
             "cuda_context_bytes": None,
-            "measure": "calculator.measure.LiveBytes (live tensor bytes, a TorchDispatchMode)"}
+            "measure": "bench.measure.LiveBytes (live tensor bytes, a TorchDispatchMode)"}
 
 
 def _cpu_name() -> str:

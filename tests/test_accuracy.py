@@ -59,7 +59,7 @@ def test_quick_run_is_within_the_targets(quick_cpu_run):
 
 def test_load_is_what_the_built_model_holds(quick_cpu_run):
     """The load measured by the tracker equals the storages of the model's own tensors."""
-    from calculator.measure import random_model
+    from bench.measure import random_model
 
     source = quick_cpu_run.models["tiny-llama"]
     model = random_model(source["config"], "float32")
