@@ -39,6 +39,8 @@ import platform
 import sys
 import time
 
+from bench import RESULTS_DIR
+
 ROOT = Path(__file__).resolve().parent.parent
 TEST_CONFIGS = ROOT / "tests" / "configs"
 
@@ -345,7 +347,7 @@ class Run:
         self.path.write_text(json.dumps(self.record, indent=1) + "\n", encoding="utf-8")
 
 
-def run(grid_name: str = "full", device: str | None = None, out_dir: Path = ROOT / "bench" / "results",
+def run(grid_name: str = "full", device: str | None = None, out_dir: Path = RESULTS_DIR,
         budget: float | None = None, models: tuple[str, ...] = (), command: str = "", echo=print) -> Path:
     """Measure a grid on a device (None: CUDA if there is one) and write its result file.
     grid_name: quick (the tiny grid), full (the device's grid) or partial (some of its models)."""
@@ -417,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                         help="start no new model after this many seconds (what is skipped is listed in the file)")
     parser.add_argument("--models", nargs="+", default=(), metavar="NAME", help="only these models of the grid")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results", help="folder of the result files")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder of the result files")
     args = parser.parse_args(argv or [])
     command = "python -m bench.accuracy " + " ".join(argv or [])
     grid = "quick" if args.quick else "partial" if args.models else "full"

@@ -600,9 +600,11 @@ def _add_accuracy(commands) -> None:
 
 
 def _run_accuracy(args) -> int:
+    from bench import RESULTS_DIR  # where the harness writes; the engine takes the folder as a parameter
+
     from .accuracy import latest_runs, summarize
 
-    runs = latest_runs()
+    runs = latest_runs(RESULTS_DIR)
     if args.json:
         _print_json({"runs": [{"file": run.path.name, "started": run.started, "complete": run.complete,
                                "device": run.device, "versions": run.versions,
