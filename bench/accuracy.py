@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 import json
 import os
 from pathlib import Path
@@ -304,7 +304,7 @@ class Run:
     def __init__(self, grid_name: str, device: str, out_dir: Path, budget: float | None, command: str) -> None:
         self.device, self.budget = device, budget
         self.started = time.perf_counter()
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         out_dir.mkdir(parents=True, exist_ok=True)
         self.path = out_dir / f"accuracy-{device}-{grid_name}-{now:%Y%m%d-%H%M%S}.json"
         self.record = {"schema": 1, "harness": "bench.accuracy", "command": command, "grid": grid_name,

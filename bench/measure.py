@@ -235,7 +235,7 @@ class CpuMeter:
     def __init__(self) -> None:
         self._live = LiveBytes()
 
-    def __enter__(self) -> "CpuMeter":
+    def __enter__(self) -> CpuMeter:
         self._live.__enter__()
         return self
 
@@ -263,7 +263,7 @@ class CudaMeter:
 
     device = "cuda"
 
-    def __enter__(self) -> "CudaMeter":
+    def __enter__(self) -> CudaMeter:
         gc.collect()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()

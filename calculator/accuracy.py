@@ -92,7 +92,7 @@ class ResultRow:
     detail: dict
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ResultRow":
+    def from_dict(cls, data: dict) -> ResultRow:
         row = cls(kind=str(data["kind"]), model=str(data["model"]), settings=dict(data["settings"]),
                   split=str(data["split"]), measured_bytes=int(data["measured_bytes"]),
                   predicted_bytes=int(data["predicted_bytes"]), error=float(data["error"]),

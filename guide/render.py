@@ -3,7 +3,7 @@ markers stand, previous/home/next from the registry, and scrolling to the URL's 
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 import html
 from pathlib import Path
 
@@ -27,7 +27,7 @@ SWITCH_SCRIPT = ASSETS / "language_switch.html"  # the other language, same page
 ASSET_FILES = (STYLE, FRAME_SCRIPT, SCROLL_SCRIPT, SWITCH_SCRIPT)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _asset(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
