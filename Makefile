@@ -12,6 +12,7 @@ run: $(RUN_DEPS)
 	$(BIN)/streamlit run Home.py --server.port $(PORT)
 
 test: $(TEST_DEPS) chromium
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 bench: $(TEST_DEPS) chromium

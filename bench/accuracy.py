@@ -8,7 +8,7 @@ settings (calculator/accuracy.py, through the functions the guide and the CLI us
 
 - load: the bytes held once the model is built on the device;
 - inference: the peak of `generate` and of a full-sequence forward scored as a log-likelihood,
-  on a grid of batch sizes and context lengths (calculator/measure.py's run_inference);
+  on a grid of batch sizes and context lengths (bench/measure.py's run_inference);
 - training: the peak of the second of two full steps (forward, backward, AdamW step,
   zero_grad) in mixed precision (float32 weights, bfloat16 autocast: the Trainer's bf16=True),
   with and without activation checkpointing, and with LoRA through peft.
@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 import json
 import os
 from pathlib import Path
 import platform
 import sys
 import time
+
+from bench import RESULTS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_CONFIGS = ROOT / "tests" / "configs"
@@ -173,7 +175,7 @@ def split_of(model: str, kind: str, settings: dict) -> str:
 # -- measuring ----------------------------------------------------------------------------
 
 def _meter(device: str):
-    from calculator.measure import CpuMeter, CudaMeter
+    from bench.measure import CpuMeter, CudaMeter
 
     return CpuMeter() if device == "cpu" else CudaMeter()
 
@@ -188,7 +190,7 @@ def measure_group(group: Group, device: str, with_load: bool) -> list[tuple[str,
     """(kind, settings, measured bytes, detail) for the group's load and its inference runs."""
     import torch
 
-    from calculator.measure import dummy_inputs, random_model, run_inference
+    from bench.measure import dummy_inputs, random_model, run_inference
 
     config = group.model.config()
     out = []
@@ -228,7 +230,7 @@ def measure_training(training: Training, device: str) -> tuple[int, dict]:
     """Peak of the second training step (the optimizer states exist), with the first's."""
     import torch
 
-    from calculator.measure import prepare_training, random_model, training_dtype, training_step, training_tokens
+    from bench.measure import prepare_training, random_model, training_dtype, training_step, training_tokens
     from calculator.training import TrainingSetup
 
     setup = TrainingSetup(**training_settings(training, device))
@@ -258,7 +260,7 @@ def device_info(device: str) -> dict:
     import torch
 
     if device == "cuda":
-        from calculator.measure import cuda_outside_allocator_bytes
+        from bench.measure import cuda_outside_allocator_bytes
 
         props = torch.cuda.get_device_properties(0)
         return {"type": "cuda", "name": torch.cuda.get_device_name(0), "memory_bytes": props.total_memory,
@@ -266,7 +268,7 @@ def device_info(device: str) -> dict:
                 "measure": "torch.cuda.max_memory_allocated() after reset_peak_memory_stats()"}
     return {"type": "cpu", "name": _cpu_name(), "cores": os.cpu_count(), "memory_bytes": _host_memory(),
             "cuda_context_bytes": None,
-            "measure": "calculator.measure.LiveBytes (live tensor bytes, a TorchDispatchMode)"}
+            "measure": "bench.measure.LiveBytes (live tensor bytes, a TorchDispatchMode)"}
 
 
 def _cpu_name() -> str:
@@ -302,7 +304,7 @@ class Run:
     def __init__(self, grid_name: str, device: str, out_dir: Path, budget: float | None, command: str) -> None:
         self.device, self.budget = device, budget
         self.started = time.perf_counter()
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         out_dir.mkdir(parents=True, exist_ok=True)
         self.path = out_dir / f"accuracy-{device}-{grid_name}-{now:%Y%m%d-%H%M%S}.json"
         self.record = {"schema": 1, "harness": "bench.accuracy", "command": command, "grid": grid_name,
@@ -345,7 +347,7 @@ class Run:
         self.path.write_text(json.dumps(self.record, indent=1) + "\n", encoding="utf-8")
 
 
-def run(grid_name: str = "full", device: str | None = None, out_dir: Path = ROOT / "bench" / "results",
+def run(grid_name: str = "full", device: str | None = None, out_dir: Path = RESULTS_DIR,
         budget: float | None = None, models: tuple[str, ...] = (), command: str = "", echo=print) -> Path:
     """Measure a grid on a device (None: CUDA if there is one) and write its result file.
     grid_name: quick (the tiny grid), full (the device's grid) or partial (some of its models)."""
@@ -417,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                         help="start no new model after this many seconds (what is skipped is listed in the file)")
     parser.add_argument("--models", nargs="+", default=(), metavar="NAME", help="only these models of the grid")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results", help="folder of the result files")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder of the result files")
     args = parser.parse_args(argv or [])
     command = "python -m bench.accuracy " + " ".join(argv or [])
     grid = "quick" if args.quick else "partial" if args.models else "full"

@@ -1,7 +1,7 @@
 """Activation peak: the calculator against what a real model holds on the CPU.
 
 Each case builds a small model with random weights, runs it as the calculator's mode says
-(calculator/measure.py: generate = the prefill of model.generate; loglikelihood = a forward
+(bench/measure.py: generate = the prefill of model.generate; loglikelihood = a forward
 with transformers' default cache, then float32 log-probabilities) under LiveBytes, a
 TorchDispatchMode that counts the bytes of every live tensor an operator returned. Weights
 and inputs are made before and not counted. The measured activation is the peak minus the
@@ -141,7 +141,7 @@ def run_case(case: Case) -> dict:
     """Measure one case on the CPU and predict it."""
     from calculator.architecture import spec_from_config
     from calculator.inference import peak_phase
-    from calculator.measure import measure_inference, random_model
+    from bench.measure import measure_inference, random_model
     from calculator.meta import make_config
 
     config = config_of(case.model)

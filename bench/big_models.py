@@ -51,7 +51,7 @@ def main() -> None:
         out = subprocess.run([sys.executable, "-c", COLD_PLAN.format(key=key)], cwd=ROOT, capture_output=True,
                              text=True, check=True).stdout.split()
         rows.append((f"offload: build {key} on meta, cold process (imports included)", float(out[0]) * 1000))
-        rows.append((f"offload: accelerate's device map for it, 4 GPUs + CPU", float(out[1]) * 1000))
+        rows.append(("offload: accelerate's device map for it, 4 GPUs + CPU", float(out[1]) * 1000))
     print("| measurement | time |\n|---|---|")
     for name, ms in rows:
         print(f"| {name} | {ms:.2f} ms |")

@@ -2,7 +2,7 @@
 
 Each case builds a small model of a real architecture with transformers (and peft for
 LoRA), then runs two steps (forward, backward, optimizer step, zero_grad) while
-calculator.measure.LiveBytes tracks every live tensor: weights, gradients, the optimizer
+bench.measure.LiveBytes tracks every live tensor: weights, gradients, the optimizer
 states created at the first step, the activations kept for the backward pass and every
 temporary. The second step is the steady state the calculator predicts (the states
 exist). Nothing is fitted to these runs: the calculator's constants come from the way
@@ -97,7 +97,7 @@ def measure(case: Case) -> tuple[int, int]:
     """Peak live bytes of the first and of the second training step."""
     import torch
 
-    from calculator.measure import (LiveBytes, prepare_training, random_model, training_dtype, training_step,
+    from bench.measure import (LiveBytes, prepare_training, random_model, training_dtype, training_step,
                                     training_tokens)
     from calculator.training import TrainingSetup
 

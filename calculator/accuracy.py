@@ -35,7 +35,6 @@ TARGETS = {"load": 0.005, "inference": 0.05, "training": 0.05}
 SPLITS = ("development", "check")  # check: never looked at to change the calculator
 DEVICE_TYPES = ("cpu", "cuda")
 SCHEMA = 1
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench" / "results"
 
 
 def relative_error(predicted: int, measured: int) -> float:
@@ -95,7 +94,7 @@ class ResultRow:
     detail: dict
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ResultRow":
+    def from_dict(cls, data: dict) -> ResultRow:
         row = cls(kind=str(data["kind"]), model=str(data["model"]), settings=dict(data["settings"]),
                   split=str(data["split"]), measured_bytes=int(data["measured_bytes"]),
                   predicted_bytes=int(data["predicted_bytes"]), error=float(data["error"]),
@@ -154,10 +153,10 @@ def _read_run(path: Path, modified: int, size: int) -> ResultRun | None:
         return None
 
 
-def latest_runs(directory: Path | None = None, grid: str = "full") -> list[ResultRun]:
-    """The most recent run of that grid per device type (the CPU first), that has rows.
-    directory: bench/results/ unless given."""
-    directory = Path(directory or RESULTS_DIR)
+def latest_runs(directory: Path, grid: str = "full") -> list[ResultRun]:
+    """The most recent run of that grid per device type (the CPU first), that has rows, among
+    the result files of `directory` (the guide and the CLI pass bench.RESULTS_DIR)."""
+    directory = Path(directory)
     runs = [run for path in sorted(directory.glob("*.json")) if (run := read_run(path)) is not None]
     latest: dict[str, ResultRun] = {}
     for run in runs:

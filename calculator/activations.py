@@ -11,7 +11,7 @@ Each count below was read from the modeling code of transformers 5 (llama, mistr
 mixtral, gemma2, gpt2, t5 and the shared attention, mask, cache and MoE code) and is
 checked against live tensor bytes on the CPU by bench/activations.py. Other families use the
 closest layout (families.py); their figures follow the same code paths but are not measured.
-Kernel workspaces and the CUDA caching allocator are outside this model (see measure.py).
+Kernel workspaces and the CUDA caching allocator are outside this model (see bench/measure.py).
 """
 
 from __future__ import annotations

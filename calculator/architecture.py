@@ -74,7 +74,7 @@ class ArchSpec:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ArchSpec":
+    def from_dict(cls, data: dict) -> ArchSpec:
         groups = tuple(AttentionGroup(**g) for g in data.get("attention", ()))
         return cls(**{**data, "attention": groups})
 

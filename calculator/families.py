@@ -11,8 +11,8 @@ Pure data and pure functions: nothing here imports torch or transformers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 # Config keys that give the number of routed experts and how many of them each token uses.
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import math
 import random
 from statistics import NormalDist
-from typing import Callable
+from collections.abc import Callable
 
 ORDERS = ("shuffled", "shortest_first", "longest_first")
 MAX_SAMPLES = 200_000

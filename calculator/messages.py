@@ -7,7 +7,7 @@ English; the guide picks the reader's language. Keys are dotted: "error.unknown_
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 import tomllib
 
@@ -27,7 +27,7 @@ def _flatten(table: dict, prefix: str = "") -> dict[str, str]:
     return flat
 
 
-@lru_cache(maxsize=None)
+@cache
 def catalog(lang: str) -> dict[str, str]:
     """All UI strings of one language, flattened to dotted keys."""
     if lang not in LANGUAGES:

@@ -306,7 +306,7 @@ def _active_parameters(model, config, parameters: int) -> int | None:
     if not groups or top_k is None:
         return None
     routed = active = 0
-    for prefix, members in groups.items():
+    for members in groups.values():
         total = sum(p.numel() for _, p in members)
         indices = {rest[0] for rest, _ in members if rest and rest[0].isdigit()}
         if indices:

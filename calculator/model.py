@@ -18,14 +18,14 @@ a Hub id is checked before any request; an upload is capped and parsed here.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 import json
 from pathlib import Path
 import threading
 import time
-from typing import Callable, ContextManager
 
 from . import catalog
 from .architecture import ArchSpec
@@ -46,7 +46,7 @@ COUNT_CACHE_ENTRIES = 32
 
 # progress(step, name) -> a context manager shown around slow work (the page's spinner):
 # step is "fetching", "reading_headers" or "building".
-Progress = Callable[[str, str], ContextManager]
+Progress = Callable[[str, str], AbstractContextManager]
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ def _with_headers(model: Model, headers, reason: str) -> Model:
     return replace(model, headers=headers, reason=reason)
 
 
-def _quiet_progress(step: str, name: str) -> ContextManager:
+def _quiet_progress(step: str, name: str) -> AbstractContextManager:
     return nullcontext()
 
 

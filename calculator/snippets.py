@@ -2,7 +2,7 @@
 
 The code is built from values the calculator chose or checked (catalog ids, transformers
 class names, numbers), and every string goes in through repr(), so nothing a user typed can
-change what the snippet does. It runs the same forward the calculator models (measure.py's
+change what the snippet does. It runs the same forward the calculator models (bench/measure.py's
 procedures): the prefill of model.generate, or a forward and float32 log-probabilities.
 Comments and messages are in the reader's language (content/ui/*/snippet.toml).
 """

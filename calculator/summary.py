@@ -101,7 +101,7 @@ class ModelSummary:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ModelSummary":
+    def from_dict(cls, data: dict) -> ModelSummary:
         units = tuple(Unit(*row) for row in data["units"])
         linears = tuple(Linear(*row) for row in data.get("linears", ()))
         return cls(**{**data, "units": units, "no_split_modules": tuple(data.get("no_split_modules", ())),

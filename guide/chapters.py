@@ -1,6 +1,7 @@
 """The chapter registry: one ordered list drives the sidebar, the URLs, previous/home/next
-and the tests. Adding a chapter: content/en/<slug>.md, content/fr/<slug>.md, a page file,
-and one entry here. Slugs and anchors are English in both languages (DESIGN.md)."""
+and the tests. Adding a chapter: content/en/<slug>.md, content/fr/<slug>.md, a page file
+(chapter_pages/<slug, - as _>.py), and one entry here. Slugs and anchors are English in
+both languages (DESIGN.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ CONTENT = ROOT / "content"
 @dataclass(frozen=True)
 class Chapter:
     slug: str  # URL path; "" for the home page
-    page: str  # page file, relative to Home.py
     titles: dict[str, str]
     icon: str
     anchors: tuple[str, ...] = ()  # section anchors promised to users (the public contract)
@@ -22,6 +22,13 @@ class Chapter:
     @property
     def content_name(self) -> str:
         return self.slug or "home"
+
+    @property
+    def page(self) -> str:
+        """The chapter's page file, relative to Home.py: chapter_pages/<slug, - as _>.py. Not
+        pages/: a pages/ folder beside st.navigation shows "Page not found" on a first visit
+        (streamlit/streamlit#8860)."""
+        return f"chapter_pages/{self.content_name.replace('-', '_')}.py"
 
     def content_path(self, lang: str) -> Path:
         return CONTENT / lang / f"{self.content_name}.md"
@@ -32,7 +39,6 @@ class Chapter:
 
 HOME = Chapter(
     slug="",
-    page="chapter_pages/home.py",
     titles={"en": "What is wrong with my model?", "fr": "Qu'est-ce qui ne va pas avec mon modèle ?"},
     icon=":material/home:",
     anchors=("quick-check",),
@@ -43,42 +49,36 @@ CHAPTERS: tuple[Chapter, ...] = (
     HOME,
     Chapter(
         slug="slow-model",
-        page="chapter_pages/slow_model.py",
         titles={"en": "My model is very slow", "fr": "Mon modèle est très lent"},
         icon=":material/speed:",
         anchors=("batch-size", "data-parallelism", "inference-code", "precision"),
     ),
     Chapter(
         slug="memory-estimate",
-        page="chapter_pages/memory_estimate.py",
         titles={"en": "How much memory does my model need?", "fr": "De combien de mémoire mon modèle a-t-il besoin ?"},
         icon=":material/memory:",
         anchors=("rule-of-thumb", "exact-count", "inference-overhead", "units"),
     ),
     Chapter(
         slug="quantization",
-        page="chapter_pages/quantization.py",
         titles={"en": "Quantization", "fr": "La quantification"},
         icon=":material/compress:",
         anchors=("precision-factor", "formats", "accuracy-tradeoff", "kept-modules"),
     ),
     Chapter(
         slug="parallelism",
-        page="chapter_pages/parallelism.py",
         titles={"en": "Model parallelism", "fr": "Le parallélisme de modèle"},
         icon=":material/view_column:",
         anchors=("pipeline-parallelism", "pipeline-bubble", "tensor-parallelism", "data-parallelism"),
     ),
     Chapter(
         slug="cpu-offloading",
-        page="chapter_pages/cpu_offloading.py",
         titles={"en": "CPU offloading", "fr": "Le déchargement sur le CPU"},
         icon=":material/swap_horiz:",
         anchors=("device-map", "offload-cost", "zero-offload"),
     ),
     Chapter(
         slug="oom",
-        page="chapter_pages/oom.py",
         titles={"en": "It fits, but I still get out-of-memory errors",
                 "fr": "Le modèle tient, mais la mémoire finit par manquer"},
         icon=":material/memory:",
@@ -86,14 +86,12 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         slug="fine-tuning",
-        page="chapter_pages/fine_tuning.py",
         titles={"en": "Memory for fine-tuning", "fr": "La mémoire du fine-tuning"},
         icon=":material/model_training:",
         anchors=("training-memory", "optimizer-states", "activations", "lora", "zero", "distributed", "accuracy"),
     ),
     Chapter(
         slug="estimator",
-        page="chapter_pages/estimator.py",
         titles={"en": "Model memory estimator", "fr": "Estimateur de mémoire des modèles"},
         icon=":material/calculate:",
         anchors=("estimate", "safetensors-count", "take-away", "accuracy", "limits"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.messages import DEFAULT_LANGUAGE, LANGUAGES, catalog, text
+from calculator.messages import DEFAULT_LANGUAGE, LANGUAGES, text
 
 LANGUAGE_NAMES = {"en": "English", "fr": "Français"}
 
@@ -34,7 +34,3 @@ def remember_language(lang: str) -> str | None:
 
 def t(key: str, **params: object) -> str:
     return text(key, current_language(), **params)
-
-
-def has_text(key: str) -> bool:
-    return key in catalog(current_language())

@@ -35,7 +35,7 @@ class GuideServer:
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
 
-    def wait(self, timeout: float = 60) -> "GuideServer":
+    def wait(self, timeout: float = 60) -> GuideServer:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:

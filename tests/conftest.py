@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-import sys
 import tempfile
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = Path(__file__).resolve().parent / "configs"
-sys.path.insert(0, str(ROOT))
 
 # No test may touch the real Hub or the user's cache: a fresh cache for the whole session,
 # and the Hub address points at nothing unless a test starts the local server.

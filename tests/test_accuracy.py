@@ -9,10 +9,12 @@ import sys
 
 import pytest
 
+from bench import RESULTS_DIR
 from calculator import accuracy
 from calculator.accuracy import (KINDS, TARGETS, latest_runs, predict, read_run, relative_error, resolve_source,
                                  summarize)
 from guide.format import format_bytes
+from guide.widgets import accuracy as accuracy_widget
 from tests.apptest import open_page
 from tests.conftest import ROOT
 
@@ -59,7 +61,7 @@ def test_quick_run_is_within_the_targets(quick_cpu_run):
 
 def test_load_is_what_the_built_model_holds(quick_cpu_run):
     """The load measured by the tracker equals the storages of the model's own tensors."""
-    from calculator.measure import random_model
+    from bench.measure import random_model
 
     source = quick_cpu_run.models["tiny-llama"]
     model = random_model(source["config"], "float32")
@@ -107,7 +109,7 @@ def test_harness_command_line(tmp_path):
 # -- the committed result files --------------------------------------------------------------
 
 def test_committed_cpu_results_exist_and_cover_every_kind():
-    runs = {run.device_type: run for run in latest_runs()}
+    runs = {run.device_type: run for run in latest_runs(RESULTS_DIR)}
     assert "cpu" in runs, "no CPU result file in bench/results: run python -m bench.accuracy --cpu"
     run = runs["cpu"]
     assert run.complete and run.grid == "full" and not run.skipped
@@ -118,7 +120,7 @@ def test_committed_cpu_results_exist_and_cover_every_kind():
     assert {("full", "none"), ("full", "full"), ("lora", "none")} <= training
 
 
-@pytest.mark.parametrize("run", latest_runs(), ids=lambda run: run.device_type)
+@pytest.mark.parametrize("run", latest_runs(RESULTS_DIR), ids=lambda run: run.device_type)
 def test_published_predictions_are_the_calculators_of_today(run):
     """Rerun python -m bench.accuracy when this fails: the calculator changed since."""
     resolved = {name: resolve_source(name, source) for name, source in run.models.items()}
@@ -173,7 +175,7 @@ def test_cli_prints_the_latest_results():
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    runs = latest_runs()
+    runs = latest_runs(RESULTS_DIR)
     assert [r["file"] for r in data["runs"]] == [r.path.name for r in runs]
     assert [row["measured_bytes"] for row in data["runs"][0]["rows"]] == [r.measured_bytes for r in runs[0].rows]
     human = subprocess.run([sys.executable, "-m", "calculator", "accuracy", "--rows"], cwd=ROOT, capture_output=True,
@@ -192,7 +194,7 @@ def widget_tables(at):
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_section_shows_the_committed_results(lang):
-    runs = latest_runs()
+    runs = latest_runs(RESULTS_DIR)
     at = open_page("estimator", lang)
     assert not at.exception
     tables = widget_tables(at)
@@ -221,7 +223,7 @@ def test_section_filters_and_flags_missed_targets(lang, tmp_path, monkeypatch):
             "measured_bytes": 1000, "predicted_bytes": 1001, "error": 0.001, "within_target": True, "detail": {}}
     result_file(tmp_path, "cpu.json", rows=[kept, missed])
     result_file(tmp_path, "gpu.json", device="cuda", rows=[kept])
-    monkeypatch.setattr(accuracy, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(accuracy_widget, "RESULTS_DIR", tmp_path)
     at = open_page("estimator", lang)
     (summary, rows), (gpu_summary, gpu_rows) = widget_tables(at)
     assert len(rows) == 2 and len(gpu_rows) == 1
@@ -241,7 +243,7 @@ def test_section_filters_and_flags_missed_targets(lang, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_section_says_when_nothing_was_measured_yet(lang, tmp_path, monkeypatch):
-    monkeypatch.setattr(accuracy, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(accuracy_widget, "RESULTS_DIR", tmp_path)
     at = open_page("estimator", lang)
     infos = " ".join(i.value for i in at.info)
     assert "python -m bench.accuracy" in infos and not widget_tables(at)

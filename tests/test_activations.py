@@ -12,7 +12,7 @@ from calculator import catalog
 from calculator.architecture import spec_from_config
 from calculator.inference import (activation_peak_bytes, inference_memory, kv_cache_bytes, largest_batch,
                                   largest_context, peak_phase)
-from calculator.measure import LiveBytes, measure_inference
+from bench.measure import LiveBytes, measure_inference
 from calculator.meta import make_config
 from tests.conftest import load_test_config
 

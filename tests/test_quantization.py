@@ -5,7 +5,6 @@ file sizes published for real checkpoints."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest

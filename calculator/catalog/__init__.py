@@ -7,7 +7,7 @@ counts with the same code as any other config; tests check that they are not sta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 import json
 from pathlib import Path
 import tomllib
@@ -73,7 +73,7 @@ def search(query: str, limit: int = 20) -> list[CatalogEntry]:
     return hits[:limit]
 
 
-@lru_cache(maxsize=None)
+@cache
 def config(key: str) -> dict:
     return json.loads((CONFIG_DIR / f"{key}.json").read_text(encoding="utf-8"))
 

@@ -3,6 +3,8 @@ bench/accuracy.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..units import format_bytes
 from ._common import add_command, print_json, render_table
 
@@ -11,12 +13,18 @@ def register(commands, shared) -> None:
     p = add_command(commands, "accuracy", shared, ("json",), run,
                     help="how close the estimates came to measured memory (bench/results)")
     p.add_argument("--rows", action="store_true", help="every measurement, not only the summary per kind")
+    p.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
+                   help="the folder of result files (default: bench/results of this checkout)")
+
+
+# Where bench/accuracy.py writes (the engine reads whatever folder it is given).
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "bench" / "results"
 
 
 def run(args) -> int:
     from ..accuracy import latest_runs, summarize
 
-    runs = latest_runs()
+    runs = latest_runs(args.results)
     if args.json:
         print_json({"runs": [{"file": run.path.name, "started": run.started, "complete": run.complete,
                                "device": run.device, "versions": run.versions,

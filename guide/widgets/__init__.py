@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 import importlib
 import pkgutil
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 import streamlit as st

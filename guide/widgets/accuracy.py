@@ -7,6 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from bench import RESULTS_DIR
 from calculator.accuracy import KINDS, ResultRow, ResultRun, latest_runs, summarize
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number, format_percent
@@ -134,7 +135,7 @@ def render(ctx: Context) -> None:
              if column.checkbox(ctx.t(f"accuracy.kind_{kind}"), value=True, key=f"acc_{kind}", bind="query-params")]
     check_only = columns[3].checkbox(ctx.t("accuracy.check_only"), value=False, key="acc_check",
                                      bind="query-params", help=ctx.t("accuracy.check_only_help"))
-    runs = latest_runs()
+    runs = latest_runs(RESULTS_DIR)
     if not runs:
         st.info(ctx.t("accuracy.no_runs"))
     for run in runs:

@@ -154,8 +154,8 @@ def random_model(config: dict, dtype: str = "float32", attention: str = "sdpa", 
     attention transformers itself would run (eager for models without an SDPA path)."""
     import transformers
 
-    from .architecture import spec_from_config
-    from .meta import make_config
+    from calculator.architecture import spec_from_config
+    from calculator.meta import make_config
 
     cfg = make_config(config)
     if not spec_from_config(cfg).sdpa:
@@ -235,7 +235,7 @@ class CpuMeter:
     def __init__(self) -> None:
         self._live = LiveBytes()
 
-    def __enter__(self) -> "CpuMeter":
+    def __enter__(self) -> CpuMeter:
         self._live.__enter__()
         return self
 
@@ -263,7 +263,7 @@ class CudaMeter:
 
     device = "cuda"
 
-    def __enter__(self) -> "CudaMeter":
+    def __enter__(self) -> CudaMeter:
         gc.collect()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
