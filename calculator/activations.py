@@ -73,6 +73,7 @@ class _Run:
     kv: float  # bytes per element of the cache
     attention: str  # the attention transformers really runs: sdpa or eager
     generate: bool
+    forward_only: bool = False  # mode "forward": the head's outputs, no log-probabilities
 
     def parts(self, **sizes: int) -> tuple[tuple[str, int], ...]:
         return tuple((name, int(size)) for name, size in sizes.items() if size)
@@ -86,7 +87,8 @@ def forward_phases(spec: ArchSpec, batch: int, tokens: int, a: int, kv_bytes: fl
     float32 log-probabilities of every position. For an encoder-decoder, `tokens` are the
     encoder's and `decoder_tokens` (default: as many) the decoder's: cached when generating,
     scored when computing a log-likelihood."""
-    run = _Run(spec, family_of(spec.model_type), batch, a, kv_bytes, attention if spec.sdpa else "eager", mode == "generate")
+    run = _Run(spec, family_of(spec.model_type), batch, a, kv_bytes, attention if spec.sdpa else "eager",
+               mode == "generate", mode == "forward")
     if spec.kind == "encoder-decoder":
         return _encoder_decoder(run, tokens, tokens if decoder_tokens is None else decoder_tokens)
     if spec.kind in ("encoder", "vision"):
@@ -270,15 +272,18 @@ def _logits(run: _Run, tokens: int, cache: int, held: dict[str, int]) -> list[Ph
     forward their float32 copy (none in float32) and the float32 log-probabilities; the output
     still holds the cache. Gemma 2 soft-caps the logits: divide, tanh, multiply, two at a time."""
     spec, a, b = run.spec, run.a, run.batch
-    if not spec.vocab:
-        return []
+    if not spec.vocab or spec.head == "classifier" or (spec.head == "none" and not run.generate):
+        return []  # a classifier's few labels, or a bare model's hidden states
     vocab = spec.vocab
     if run.generate:
         return [Phase("logits", cache, run.parts(**held, logits=b * vocab * a, float32_logits=b * vocab * FLOAT32))]
     rows = b * tokens
     softcap = rows * vocab * a if spec.logit_softcap else 0
+    head = Phase("head", cache, run.parts(**held, logits=rows * vocab * a, softcap=softcap))
+    if run.forward_only:
+        return [head]
     return [
-        Phase("head", cache, run.parts(**held, logits=rows * vocab * a, softcap=softcap)),
+        head,
         Phase("log_probabilities", cache, run.parts(
             **{k: v for k, v in held.items() if k == "encoder_output"},
             logits=rows * vocab * a, float32_logits=rows * vocab * FLOAT32 if a != FLOAT32 else 0,
@@ -312,7 +317,7 @@ def _encoder(run: _Run, tokens: int, cache: int) -> tuple[list[Phase], int]:
         Phase("encoder_" + mlp_name, cache, run.parts(**held, residual=n * h * a, normed=n * h * a, **kept,
                                                         **{mlp_name: mlp})),
     ]
-    if spec.kind == "encoder" and spec.vocab and not run.generate:  # a masked-LM head over every position
+    if spec.kind == "encoder" and spec.vocab and spec.head == "lm" and not run.generate:  # a masked-LM head
         phases.append(Phase("head", cache, run.parts(last_hidden=n * h * a, logits=n * spec.vocab * a)))
     return phases, n * h * a
 

@@ -63,6 +63,10 @@ class ArchSpec:
     activation: str = ""
     sdpa: bool = True
     logit_softcap: bool = False
+    # What the checkpoint's class puts on top: "lm" (a language-model head over the vocabulary:
+    # causal, masked or sequence-to-sequence), "classifier" (a few labels per sequence, token or
+    # image) or "none" (the bare model: a decoder named so is still generated with an LM head).
+    head: str = "lm"
 
     @property
     def has_kv_cache(self) -> bool:
@@ -141,7 +145,23 @@ def spec_from_config(config) -> ArchSpec:
         activation=act or str(getattr(text, "activation_function", "") or ""),
         sdpa=_supports_sdpa(model_type),
         logit_softcap=bool(getattr(text, "final_logit_softcapping", None)),
+        head=head_of(getattr(config, "architectures", None)),
     )
+
+
+LM_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM", "ForPreTraining")
+CLASSIFIER_PARTS = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+                    "ForImageClassification", "ForMultipleChoice", "ForAudioClassification")
+
+
+def head_of(architectures) -> str:
+    """The head of the checkpoint's class, from its name (the first of `architectures`)."""
+    name = str(architectures[0]) if isinstance(architectures, (list, tuple)) and architectures else ""
+    if any(name.endswith(suffix) for suffix in LM_SUFFIXES):
+        return "lm"
+    if any(part in name for part in CLASSIFIER_PARTS):
+        return "classifier"
+    return "none" if name else "lm"
 
 
 def _supports_sdpa(model_type: str) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import math
 
+from .budget import Budget, Readings, reserved_bytes, rounding_bytes
 from .model import Model, resolve
 from .precision import DEFAULT_DTYPES, bytes_per_param, normalize_dtype, rule_of_thumb_bytes
 from .summary import ModelSummary
@@ -45,14 +47,38 @@ class Estimate:
 FITS, TIGHT, TOO_BIG = "fits", "tight", "too_big"
 
 
-def fit_verdict(exact_bytes: int, rule_bytes: int, capacity_bytes: int) -> str:
-    """fits: the x1.1 rule fits; tight: the bare weights fit but leave under 10% for the
-    rest; too_big: the weights alone exceed the memory."""
-    if rule_bytes <= capacity_bytes:
+def fit_verdict(exact_bytes: int, rule_bytes: int, budget: Budget, rounding: int = 0) -> str:
+    """Loading a model on a card. fits: the x1.1 rule, as the caching allocator reserves it,
+    stays below the usable memory less the headroom; tight: the bare weights fit in the usable
+    memory, but not with the rule's 10% and the headroom; too_big: the weights alone exceed it."""
+    if reserved_bytes(rule_bytes, rule_bytes, rounding) <= budget.limit_bytes:
         return FITS
-    if exact_bytes <= capacity_bytes:
+    if reserved_bytes(exact_bytes, exact_bytes, rounding) <= budget.usable_bytes:
         return TIGHT
     return TOO_BIG
+
+
+def load_readings(summary: ModelSummary, dtype: str, budget: Budget | None = None) -> Readings:
+    """The memory of the loaded weights read three ways (nothing comes and goes yet)."""
+    from .budget import readings_of
+
+    return readings_of(_Loaded(summary.total_bytes_at(dtype), weight_rounding(summary, dtype)), budget)
+
+
+def weight_rounding(summary: ModelSummary, dtype: str) -> int:
+    """The caching allocator's rounding of every weight matrix, each loaded as its own tensor."""
+    size = bytes_per_param(dtype)
+    return sum(m.count * rounding_bytes([math.ceil(m.in_features * m.out_features * size)]) for m in summary.linears)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    total_bytes: int
+    rounding_bytes: int
+
+    @property
+    def steady_bytes(self) -> int:
+        return self.total_bytes
 
 
 def accelerate_training_bytes(float32_total: int, dtype: str) -> int | None:

@@ -1,4 +1,6 @@
-"""The GPU catalog: memory, bandwidth, throughput and interconnect of common cards."""
+"""The GPU catalog: memory, bandwidth, throughput and interconnect of common cards, and the
+card as a PyTorch process sees it: the total it is told, the memory its CUDA context takes
+outside the caching allocator, and what is left for tensors (`usable_bytes`)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,10 @@ class Gpu:
     key: str
     name: str
     nominal: str
-    memory_mib: int
+    memory_mib: int  # what nvidia-smi shows as the card's total
+    torch_total_mib: int  # the total a PyTorch process is told (its OOM messages' "total capacity")
+    architecture: str
+    total_source: str
     bandwidth_gbs: float  # GB/s, 10^9 bytes per second
     fp32_tflops: float  # CUDA cores, no tensor cores: PyTorch's float32 default
     tf32_tflops: float  # only if TF32 is switched on
@@ -31,7 +36,23 @@ class Gpu:
 
     @property
     def memory_bytes(self) -> int:
+        """The card's total as nvidia-smi shows it (not what a process can use: usable_bytes)."""
         return self.memory_mib * 2**20
+
+    @property
+    def total_bytes(self) -> int:
+        """What torch reports as the card's total, and OOM messages as its capacity."""
+        return self.torch_total_mib * 2**20
+
+    @property
+    def context_bytes(self) -> int:
+        """The CUDA context and the kernels a model loads, outside the caching allocator."""
+        return CONTEXT_BYTES[self.architecture]
+
+    @property
+    def usable_bytes(self) -> int:
+        """What the caching allocator of one process can reserve: the total less the context."""
+        return self.total_bytes - self.context_bytes
 
     def matmul_tflops(self, dtype: str) -> float:
         """Dense tensor-core peak for weights and activations in this precision. Weight-only
@@ -45,6 +66,35 @@ class Gpu:
         return self.fp16_tflops
 
 
+# Memory a PyTorch process holds outside its caching allocator once it has run a transformer:
+# the CUDA context with lazy module loading (PyTorch's default since 1.13 with CUDA >= 11.7,
+# pytorch/pytorch#86509), the kernels loaded on first use (cuBLAS, attention) and their
+# workspaces. nvidia-smi counts it; torch.cuda.memory_reserved() does not. The one figure
+# measured while a model ran: 1,474 MB on an A100-SXM4-80GB, torch 2.1.1+cu118 (NVML "used"
+# minus max_memory_reserved in two generate runs of Llama-2-7b, batch 1 and 4: optimum-benchmark,
+# examples/running-llamas, commit f75d9f93). A bare context is smaller (256 MiB on an RTX 3090
+# with torch 2.7.1, invoke-ai/InvokeAI#9413; 426 MiB on an RTX 6000 Ada with torch 2.10,
+# unslothai/unsloth-zoo#1053), but a model's kernels follow at its first forward, so every
+# generation uses the measured running figure until a run on that generation replaces it
+# (bench/accuracy.py records the context of the GPU it runs on).
+CONTEXT_BYTES = {architecture: 1_474_000_000 for architecture in ("turing", "ampere", "ada", "hopper", "cdna3")}
+
+# Spellings people type for the catalog's cards (case, spaces and dashes are ignored).
+ALIASES = {
+    "t4": "t4", "teslat4": "t4", "l4": "l4", "a10g": "a10g", "a10": "a10g",
+    "3090": "rtx3090", "rtx3090": "rtx3090", "geforcertx3090": "rtx3090",
+    "4090": "rtx4090", "rtx4090": "rtx4090", "geforcertx4090": "rtx4090",
+    "a10040gb": "a100-40gb", "a100-40": "a100-40gb", "a10040": "a100-40gb",
+    "a10080gb": "a100-80gb", "a10080": "a100-80gb",
+    "h100": "h100", "h100sxm": "h100", "h10080gb": "h100", "h200": "h200", "h200sxm": "h200",
+    "mi300x": "mi300x", "mi300": "mi300x",
+}
+
+
+def _spelling(text: str) -> str:
+    return "".join(ch for ch in str(text).lower() if ch.isalnum())
+
+
 @lru_cache(maxsize=1)
 def gpus() -> dict[str, Gpu]:
     with open(GPU_FILE, "rb") as handle:
@@ -53,10 +103,16 @@ def gpus() -> dict[str, Gpu]:
 
 
 def gpu(key: str) -> Gpu:
-    try:
-        return gpus()[key]
-    except KeyError:
-        raise CalculatorError("unknown_gpu", gpu=str(key)[:40], choices=", ".join(gpus())) from None
+    """A catalog card by its key or a common spelling (T4, 4090, A100-80GB, "H100 SXM")."""
+    cards = gpus()
+    if isinstance(key, str) and key in cards:
+        return cards[key]
+    spelled = _spelling(key) if isinstance(key, str) else ""
+    found = ALIASES.get(spelled) or next((k for k in cards if _spelling(k) == spelled or _spelling(cards[k].name) == spelled
+                                          or _spelling(cards[k].name).removeprefix("nvidia") == spelled), None)
+    if found is None:
+        raise CalculatorError("unknown_gpu", gpu=str(key)[:40], choices=", ".join(cards))
+    return cards[found]
 
 
 # The link between a GPU and its host's memory, one direction, GB/s (PCIe: 16 GB/s per

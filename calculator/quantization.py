@@ -72,6 +72,7 @@ FORMATS: tuple[QuantFormat, ...] = (
     QuantFormat("bnb-int8", "bitsandbytes", 8, "Dettmers et al. 2022, LLM.int8(): int8 rows + float32 row scale"),
     QuantFormat("bnb-nf4", "bitsandbytes", 4, "Dettmers et al. 2023, QLoRA: NF4, float32 absmax per 64 weights"),
     QuantFormat("bnb-nf4-dq", "bitsandbytes", 4, "QLoRA double quantization: 8-bit absmax, float32 per 256 blocks"),
+    QuantFormat("bnb-fp4", "bitsandbytes", 4, "bitsandbytes FP4 (BitsAndBytesConfig's default quant type): NF4's layout"),
     QuantFormat("gptq-4bit", "gptq", 4, "Frantar et al. 2022; AutoGPTQ QuantLinear packing"),
     QuantFormat("awq-4bit", "awq", 4, "Lin et al. 2023; AutoAWQ WQLinear_GEMM packing"),
     QuantFormat("Q8_0", "gguf", 8, "llama.cpp ggml-common.h block_q8_0: 34 bytes per 32"),
@@ -83,6 +84,11 @@ FORMATS: tuple[QuantFormat, ...] = (
     QuantFormat("Q2_K", "gguf", 2, "llama.cpp ggml-common.h block_q2_K: 84 bytes per 256"),
 )
 FORMAT_KEYS = tuple(f.key for f in FORMATS)
+
+
+def is_format(name: object) -> bool:
+    """Whether a name is one of the quantization formats (not a plain storage dtype)."""
+    return isinstance(name, str) and name.strip().lower() in {f.key.lower() for f in FORMATS if f.family != "bf16"}
 
 
 def quant_format(key: str) -> QuantFormat:
@@ -171,6 +177,38 @@ def matrix_bytes(fmt: QuantFormat, in_f: int, out_f: int, group_size: int = DEFA
     if fmt.family == "awq":
         return awq_bytes(in_f, out_f, group_size)
     return gguf_bytes(fmt.key, out_f, in_f)
+
+
+# Running a quantized matrix ---------------------------------------------------------------
+
+def matmul_transient_bytes(summary: ModelSummary, spec: ArchSpec, fmt: QuantFormat | str, rows: int,
+                           bnb_compute_dtype: str = "float32", act_dtype: str = "bfloat16") -> int:
+    """Bytes a quantized matrix product holds beyond its 16-bit output, for `rows` tokens at
+    once, on the widest matrix the format quantizes (bitsandbytes 0.50's kernels):
+    - LLM.int8 (MatMul8bitLt, int8_vectorwise_quant, int8_scaled_mm): the input cast to
+      float16 (when the model runs in bfloat16), its int8 copy and float32 row scales, and
+      the int32 product dequantized into the output: rows x (2 in + in + 4 + 4 out).
+    - 4-bit (matmul_4bit): the input cast to the compute dtype and the output in it; and,
+      from 8 rows on with a float32 compute dtype (no tensor-core kernel) or above 512 rows
+      otherwise, the weight dequantized into the compute dtype before F.linear
+      (_gemm_4bit_use_custom_cuda; a single token uses the gemv kernel).
+    GPTQ, AWQ and float8 kernels read the packed weight as they go: nothing beyond the output.
+    """
+    fmt = quant_format(fmt) if isinstance(fmt, str) else fmt
+    if fmt.family != "bitsandbytes" or rows <= 0:
+        return 0
+    matrices = [m for m in summary.linears if _quantized_by(fmt, m, spec)]
+    if not matrices:
+        return 0
+    act = 2 if act_dtype in ("float16", "bfloat16") else 4
+    if fmt.key == "bnb-int8":
+        cast = 2 if act_dtype == "bfloat16" else 0
+        return max(rows * ((cast + 1) * m.in_features + 4 + 4 * m.out_features) for m in matrices)
+    compute = {"float32": 4, "float16": 2, "bfloat16": 2}[bnb_compute_dtype]
+    cast = 0 if compute == act else compute
+    dequantize = rows >= 8 if compute == 4 else rows > 512
+    return max(rows * cast * (m.in_features + m.out_features)
+               + (m.in_features * m.out_features * compute if dequantize else 0) for m in matrices)
 
 
 # A whole model ---------------------------------------------------------------------------

@@ -12,7 +12,9 @@ import pytest
 from tests.conftest import CONFIGS, ROOT
 
 ROW_KEYS = {"dtype", "bytes_per_param", "total_bytes", "largest_layer", "largest_layer_bytes",
-            "training_adam_bytes", "rule_of_thumb_bytes"}
+            "training_adam_bytes", "rule_of_thumb_bytes", "reserved_bytes", "nvidia_smi_bytes"}
+# With --gpu, each row also says whether that precision loads on the card.
+GPU_ROW_KEYS = ROW_KEYS | {"verdict", "fits", "usable_bytes", "headroom_bytes"}
 TOP_KEYS = {"model", "source", "architecture", "model_class", "parameters", "buffers_bytes", "rows"}
 
 

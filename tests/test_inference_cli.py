@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from calculator import catalog
+from calculator.budget import Budget
 from calculator.gpus import gpu
 from calculator.inference import inference_memory, kv_cache_bytes, largest_batch, largest_context
 from tests.test_cli import cli
@@ -34,10 +35,17 @@ def test_options_reach_the_calculator():
     options = {"dtype": "bfloat16", "kv_dtype": "float8", "attention": "eager", "mode": "loglikelihood"}
     expected = inference_memory(summary, spec, 2, 8192, **options)
     assert data["total_bytes"] == expected.total_bytes and data["kv_dtype"] == "float8"
-    capacity = gpu("a100-80gb").memory_bytes
-    assert data["gpu_memory_bytes"] == capacity and data["fits"] == (expected.total_bytes <= capacity)
-    assert data["largest_batch"] == largest_batch(summary, spec, capacity, 8192, **options)
-    assert data["largest_context"] == largest_context(summary, spec, capacity, 2, **options)
+    card = gpu("a100-80gb")
+    budget = Budget(card)
+    readings = budget.readings(expected.total_bytes, expected.steady_bytes, expected.rounding_bytes)
+    assert data["gpu_memory_bytes"] == card.memory_bytes and data["usable_bytes"] == card.usable_bytes
+    assert data["reserved_bytes"] == readings.reserved_bytes > expected.total_bytes
+    assert data["nvidia_smi_bytes"] == readings.reserved_bytes + card.context_bytes
+    assert data["verdict"] == readings.verdict and data["fits"] == (readings.verdict == "fits")
+    assert data["largest_batch"] == largest_batch(summary, spec, budget, 8192, **options)
+    assert data["largest_context"] == largest_context(summary, spec, budget, 2, **options)
+    # inside the headroom is "tight": never smaller than what fits with the headroom kept
+    assert data["largest_batch_tight"] >= data["largest_batch"] and data["largest_context_tight"] >= data["largest_context"]
 
 
 def test_table_names_its_units():

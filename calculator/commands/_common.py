@@ -78,3 +78,34 @@ def parse_size(text: str, name: str) -> int:
                 return int(size)
             break
     raise CalculatorError("bad_size_text", name=name, value=value[:30])
+
+
+def budget_for(card):
+    from ..budget import Budget
+
+    return Budget(card) if card is not None else None
+
+
+def readings_json(readings) -> dict:
+    """The three readings and, with a card, the usable memory, the headroom and the verdict."""
+    data = {"reserved_bytes": readings.reserved_bytes, "nvidia_smi_bytes": readings.nvidia_smi_bytes}
+    if readings.verdict is not None:
+        data.update(usable_bytes=readings.usable_bytes, headroom_bytes=readings.headroom_bytes,
+                    verdict=readings.verdict, fits=readings.verdict == "fits")
+    return data
+
+
+VERDICT_WORDS = {"fits": "fits", "tight": "TIGHT (inside the headroom: it may run out of memory)",
+                 "too_big": "does NOT fit"}
+
+
+def readings_lines(readings, card, size=format_bytes) -> list[str]:
+    """Human lines: the peak three ways, then the verdict against the card's usable memory."""
+    lines = [f"Peak: {size(readings.allocated_bytes)} allocated (torch.cuda.max_memory_allocated), "
+             f"{size(readings.reserved_bytes)} reserved (max_memory_reserved), "
+             f"{size(readings.nvidia_smi_bytes)} in nvidia-smi (with the CUDA context)."]
+    if card is not None:
+        lines.append(f"On {card.name}: {VERDICT_WORDS[readings.verdict]}. Usable: {size(readings.usable_bytes)} "
+                     f"(PyTorch's total {size(card.total_bytes)} less the CUDA context {size(card.context_bytes)}); "
+                     f"headroom kept: {size(readings.headroom_bytes)}.")
+    return lines

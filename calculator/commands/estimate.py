@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..precision import DEFAULT_DTYPES, DTYPES
 from ..units import format_count
-from ._common import add_command, print_json, render_table, resolve_model, sizer
+from ._common import add_command, budget_for, find_gpu, print_json, readings_json, render_table, resolve_model, sizer
 
 
 def register(commands, shared) -> None:
@@ -14,14 +14,27 @@ def register(commands, shared) -> None:
                    help=f"precisions to show ({', '.join(DTYPES)}); default: {' '.join(DEFAULT_DTYPES)}")
     p.add_argument("--model-class", choices=("auto", "base"), default="auto",
                    help="auto: the checkpoint's own class (with its head); base: the bare AutoModel, as accelerate builds it")
+    p.add_argument("--gpu", default=None, help="GPU key: adds the usable memory and whether each precision loads on it")
 
 
 def run(args) -> int:
-    from ..estimate import estimate_model
+    from ..estimate import estimate_model, fit_verdict, load_readings, weight_rounding
 
+    card = find_gpu(args.gpu)
+    budget = budget_for(card)
     result = estimate_model(resolve_model(args, args.model_class), args.dtypes)
+    readings = [load_readings(result.summary, row.dtype, budget) for row in result.rows]
+    verdicts = [fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, budget, weight_rounding(result.summary, row.dtype))
+                if budget else None for row in result.rows]
     if args.json:
-        print_json(result.to_json())
+        data = result.to_json()
+        for row, reading, verdict in zip(data["rows"], readings, verdicts):
+            row.update(readings_json(reading))
+            if verdict is not None:
+                row.update(verdict=verdict, fits=verdict == "fits")
+        if card is not None:
+            data.update(gpu=card.key, usable_bytes=budget.usable_bytes, headroom_bytes=budget.headroom_bytes)
+        print_json(data)
         return 0
     s = result.summary
     size, units = sizer(args.units)
@@ -30,10 +43,18 @@ def run(args) -> int:
     print(f"Parameters:   {format_count(s.parameters)}"
           + (f" ({format_count(s.active_parameters)} active per token)" if s.active_parameters else ""))
     print(f"Buffers:      {size(s.buffers_bytes)} in float32")
-    headers = ["dtype", "largest layer", "total", "training with Adam*", "rule of thumb (x1.1)"]
+    headers = ["dtype", "largest layer", "total", "reserved", "nvidia-smi", "training with Adam*", "rule of thumb (x1.1)"]
+    headers += [f"on {card.name}"] if card else []
     rows = [[r.dtype, f"{size(r.largest_layer_bytes)} ({r.largest_layer})", size(r.total_bytes),
+             size(reading.reserved_bytes), size(reading.nvidia_smi_bytes),
              size(r.training_adam_bytes) if r.training_adam_bytes is not None else "n/a",
-             size(r.rule_of_thumb_bytes)] for r in result.rows]
+             size(r.rule_of_thumb_bytes)] + ([verdict] if card else [])
+            for r, reading, verdict in zip(result.rows, readings, verdicts)]
     print(render_table(headers, rows))
-    print(f"{units} *As accelerate estimate-memory computes it, for a batch of 1.")
+    if card:
+        print(f"{card.name}: usable {size(budget.usable_bytes)} (PyTorch's total {size(card.total_bytes)} less the "
+              f"CUDA context {size(card.context_bytes)}), headroom kept {size(budget.headroom_bytes)}. fits: the "
+              "x1.1 rule fits with the headroom; tight: only the bare weights fit.")
+    print(f"{units} *As accelerate estimate-memory computes it, for a batch of 1. Reserved: as "
+          "torch.cuda.memory_reserved() would show the loaded weights; nvidia-smi adds the CUDA context.")
     return 0

@@ -1,59 +1,94 @@
-"""`inference MODEL --batch B --context T`: peak memory of inference: weights, KV cache,
-activation peak; with --gpu, whether it fits and the largest batch and context."""
+"""`inference MODEL --batch B (--context T | --prompt P [--new-tokens N])`: peak memory of
+inference (weights, KV cache, activation peak) read three ways; with --gpu, the verdict and
+the largest batch and context that fit."""
 
 from __future__ import annotations
 
 from ..precision import DTYPES
 from ..units import format_bytes
-from ._common import add_command, find_gpu, print_json, render_table, resolve_model
+from ._common import (add_command, budget_for, find_gpu, print_json, readings_json, readings_lines, render_table,
+                      resolve_model)
 
 
 def register(commands, shared) -> None:
-    from ..inference import ATTENTION, MODES
+    from ..inference import ATTENTION, CACHES, COMPUTE_DTYPES, MODES
+    from ..quantization import FORMAT_KEYS
 
+    formats = [f for f in FORMAT_KEYS if f != "bfloat16"]
     p = add_command(commands, "inference", shared, ("model", "trust", "json"), run,
                     help="peak memory of inference: weights, KV cache, activation peak")
     p.add_argument("--batch", type=int, required=True, help="sequences processed together")
-    p.add_argument("--context", type=int, required=True, help="tokens per sequence (prompt and generated tokens)")
-    p.add_argument("--dtype", default="bfloat16", help=f"weight precision ({', '.join(DTYPES)}); default bfloat16")
+    p.add_argument("--context", type=int, default=None,
+                   help="tokens per sequence, all of them in the prompt (the worst case of a generation)")
+    p.add_argument("--prompt", type=int, default=None, help="prompt tokens per sequence (with --new-tokens)")
+    p.add_argument("--new-tokens", type=int, default=0, help="tokens generated per sequence (default 0)")
+    p.add_argument("--cache", choices=CACHES, default="dynamic",
+                   help="dynamic: the cache grows token by token (default); static: allocated in full up front")
+    p.add_argument("--dtype", default="bfloat16",
+                   help=f"weight storage: a dtype ({', '.join(DTYPES)}; int8 and int4 are the rule of thumb's "
+                        f"ideal sizes) or a real format ({', '.join(formats)}); default bfloat16")
+    p.add_argument("--compute-dtype", choices=COMPUTE_DTYPES, default="float32",
+                   help="bitsandbytes 4-bit compute dtype (bnb_4bit_compute_dtype; transformers' default float32)")
     p.add_argument("--kv-dtype", default=None, help="cache precision if not the compute dtype (e.g. float8)")
     p.add_argument("--attention", choices=ATTENTION, default="sdpa", help="attention implementation (default sdpa)")
-    p.add_argument("--mode", choices=MODES, default="generate",
-                   help="generate: logits of the last position; loglikelihood: float32 log-probabilities of every position")
-    p.add_argument("--gpu", default=None, help="GPU key: adds whether it fits and the largest batch and context")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help="generate: logits of the last position; loglikelihood: float32 log-probabilities of every "
+                        "position; forward: one forward, no cache (default: generate if the model generates, "
+                        "else forward)")
+    p.add_argument("--gpu", default=None, help="GPU key: adds the verdict and the largest batch and context")
 
 
 def run(args) -> int:
-    from ..inference import check_sizes, inference_memory, largest_batch, largest_context
+    from dataclasses import replace
 
-    check_sizes(args.batch, args.context)
+    from ..budget import readings_of
+    from ..errors import CalculatorError
+    from ..inference import inference_memory, largest_batch, largest_context
+
+    if (args.context is None) == (args.prompt is None):
+        raise CalculatorError("context_or_prompt")
     card = find_gpu(args.gpu)
     model = resolve_model(args)
-    options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": args.mode}
-    memory = inference_memory(model.summary, model.spec, args.batch, args.context, **options)
-    result = {"model": model.name, "source": model.source, **memory.to_json()}
+    options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": args.mode,
+               "cache": args.cache, "bnb_compute_dtype": args.compute_dtype}
+    length = {"context": args.context} if args.prompt is None else {"prompt": args.prompt, "new_tokens": args.new_tokens}
+    memory = inference_memory(model.summary, model.spec, args.batch, **length, **options)
+    budget = budget_for(card)
+    readings = readings_of(memory, budget)
+    result = {"model": model.name, "source": model.source, **memory.to_json(), **readings_json(readings),
+              "max_positions": model.spec.max_positions}
     if card:
-        result.update(gpu=card.key, gpu_memory_bytes=card.memory_bytes, fits=memory.total_bytes <= card.memory_bytes,
-                      largest_batch=largest_batch(model.summary, model.spec, card.memory_bytes, args.context, **options),
-                      largest_context=largest_context(model.summary, model.spec, card.memory_bytes, args.batch,
-                                                      **options),
-                      max_positions=model.spec.max_positions)
+        tight = replace(budget, headroom_share=0.0)  # what fits only inside the headroom is "tight"
+        by_context = {**options, "new_tokens": args.new_tokens if args.prompt is not None else 0}
+        result.update(gpu=card.key, gpu_memory_bytes=card.memory_bytes, total_memory_bytes=card.total_bytes,
+                      context_bytes=card.context_bytes,
+                      largest_batch=largest_batch(model.summary, model.spec, budget, **length, **options),
+                      largest_batch_tight=largest_batch(model.summary, model.spec, tight, **length, **options),
+                      largest_context=largest_context(model.summary, model.spec, budget, args.batch, **by_context),
+                      largest_context_tight=largest_context(model.summary, model.spec, tight, args.batch,
+                                                            **by_context))
     if args.json:
         print_json(result)
         return 0
     attention = memory.attention_used + ("" if memory.attention_used == memory.attention else
                                          f" (the model has no {memory.attention} path in transformers)")
-    print(f"Model: {model.name} ({model.source})   batch {args.batch} x {args.context} tokens   "
-          f"{memory.dtype} weights, {memory.kv_dtype} cache, {attention} attention, {memory.mode}")
+    length_text = (f"{memory.prompt} + {memory.new_tokens} new tokens ({memory.cache} cache)" if memory.new_tokens
+                   else f"{memory.context} tokens")
+    print(f"Model: {model.name} ({model.source})   batch {args.batch} x {length_text}   "
+          f"{memory.weights_format} weights, {memory.kv_dtype} cache, {attention} attention, {memory.mode}")
     rows = [["weights", format_bytes(memory.weights_bytes)], ["KV cache", format_bytes(memory.kv_cache_bytes)],
-            ["activation peak", f"{format_bytes(memory.activation_peak_bytes)} (at: {memory.peak_moment})"],
-            ["total", format_bytes(memory.total_bytes)]]
+            ["activation peak", f"{format_bytes(memory.activation_peak_bytes)} (at: {memory.peak_moment})"]]
+    if memory.quantized_matmul_bytes:
+        rows.append(["  of which quantized matmuls", format_bytes(memory.quantized_matmul_bytes)])
+    rows.append(["total (allocated)", format_bytes(memory.total_bytes)])
     print(render_table(["part", "memory"], rows))
+    for line in readings_lines(readings, card):
+        print(line)
     if card:
-        verdict = "fits" if result["fits"] else "does NOT fit"
-        print(f"On {card.name} ({format_bytes(card.memory_bytes)}): {verdict}. Largest batch at {args.context} tokens: "
-              f"{result['largest_batch']}; largest context at batch {args.batch}: {result['largest_context']} tokens"
-              + (" (the model's own limit)." if result["largest_context"] == model.spec.max_positions else "."))
-    print("Units: GiB = 2^30 bytes. As torch.cuda.max_memory_allocated() counts; the CUDA context "
-          "(several hundred MiB) and the allocator's reserve come on top.")
+        limit = " (the model's own limit)" if result["largest_context"] == model.spec.max_positions else ""
+        print(f"Largest batch that fits: {result['largest_batch']} (tight: {result['largest_batch_tight']}); "
+              f"largest context at batch {args.batch}: {result['largest_context']} tokens{limit} "
+              f"(tight: {result['largest_context_tight']}).")
+    print("Units: GiB = 2^30 bytes.")
     return 0
+
