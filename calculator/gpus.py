@@ -55,15 +55,21 @@ class Gpu:
         return self.total_bytes - self.context_bytes
 
     def matmul_tflops(self, dtype: str) -> float:
-        """Dense tensor-core peak for weights and activations in this precision. Weight-only
-        int4/int8 formats compute in 16 bits; a card without bf16 falls back to fp16."""
+        """Dense peak for matrix products with weights and activations in this precision.
+        Weight-only int4/int8 formats compute in 16 bits. A card without bfloat16 tensor cores
+        (Turing: the T4 datasheet lists none, and cuBLAS has no bfloat16 tensor-core kernel
+        before sm80) runs bfloat16 products on its CUDA cores, at the float32 rate."""
         if dtype == "float32":
             return self.fp32_tflops  # PyTorch leaves TF32 off for matmuls by default
         if dtype == "float8":
             return self.fp8_tflops or self.fp16_tflops
         if dtype == "bfloat16":
-            return self.bf16_tflops or self.fp16_tflops
+            return self.bf16_tflops or self.fp32_tflops
         return self.fp16_tflops
+
+    @property
+    def has_bf16_tensor_cores(self) -> bool:
+        return self.bf16_tflops > 0
 
 
 # Memory a PyTorch process holds outside its caching allocator once it has run a transformer:

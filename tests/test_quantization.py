@@ -125,7 +125,7 @@ def _real_bytes(model) -> int:
     return total
 
 
-@pytest.mark.parametrize("fmt", ["bnb-nf4", "bnb-nf4-dq", "bnb-int8"])
+@pytest.mark.parametrize("fmt", ["bnb-nf4", "bnb-nf4-dq", "bnb-fp4", "bnb-int8"])
 @pytest.mark.parametrize("config_name", ["tiny-llama", "tiny-mixtral"])
 def test_bitsandbytes_bytes_equal_a_real_quantized_model(fmt, config_name, tmp_path):
     """transformers + bitsandbytes 0.50 quantize a real model on the CPU; every byte it holds
@@ -140,6 +140,7 @@ def test_bitsandbytes_bytes_equal_a_real_quantized_model(fmt, config_name, tmp_p
     build_real(config, "auto", torch.bfloat16).save_pretrained(tmp_path)
     options = {"bnb-nf4": dict(load_in_4bit=True, bnb_4bit_quant_type="nf4"),
                "bnb-nf4-dq": dict(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True),
+               "bnb-fp4": dict(load_in_4bit=True, bnb_4bit_quant_type="fp4"),
                "bnb-int8": dict(load_in_8bit=True)}[fmt]
     cls = getattr(transformers, config["architectures"][0])
     model = cls.from_pretrained(tmp_path, quantization_config=BitsAndBytesConfig(**options), device_map="cpu",

@@ -12,7 +12,7 @@ from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker, tokens_input
 
 KEYS = ("pr_model", "pr_gpu", "pr_prompt", "pr_batch")
-SHOWN = ("float32", "bfloat16", "int8", "int4")
+SHOWN = ("float32", "float16", "bfloat16", "int8", "int4")
 
 
 def render(ctx: Context) -> None:
@@ -36,7 +36,7 @@ def render(ctx: Context) -> None:
             ctx.t("batch_size.col_throughput"): format_number(run.tokens_per_second, 0, lang),
         })
     st.dataframe(rows, hide_index=True)
-    fig = go.Figure(go.Bar(x=list(SHOWN), y=speeds, marker_color=["#9aa5b1", "#3366cc", "#2ca02c", "#17becf"]))
+    fig = go.Figure(go.Bar(x=list(SHOWN), y=speeds, marker_color=["#9aa5b1", "#6baed6", "#3366cc", "#2ca02c", "#17becf"]))
     base_layout(fig, ctx.t("common.dtype"), ctx.t("precision.speed_axis"), lang, height=300)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="pr_chart")
     bf16, int4 = speeds[SHOWN.index("bfloat16")], speeds[SHOWN.index("int4")]
