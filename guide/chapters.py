@@ -5,8 +5,10 @@ both languages (DESIGN.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from guide.case import Case
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT = ROOT / "content"
@@ -18,6 +20,8 @@ class Chapter:
     titles: dict[str, str]
     icon: str
     anchors: tuple[str, ...] = ()  # section anchors promised to users (the public contract)
+    case: tuple[str, ...] = ()  # the case fields its bar shows (guide/case.py), in order
+    defaults: Case = field(default_factory=Case)  # the case before the reader sets anything
 
     @property
     def content_name(self) -> str:
@@ -42,6 +46,8 @@ HOME = Chapter(
     titles={"en": "What is wrong with my model?", "fr": "Qu'est-ce qui ne va pas avec mon modèle ?"},
     icon=":material/home:",
     anchors=("quick-check",),
+    case=("model", "gpu", "dtype"),
+    defaults=Case(model="llama-3.1-8b", gpu="rtx4090"),
 )
 
 # Reading order: the order of the table in DESIGN.md.
@@ -52,30 +58,40 @@ CHAPTERS: tuple[Chapter, ...] = (
         titles={"en": "My model is very slow", "fr": "Mon modèle est très lent"},
         icon=":material/speed:",
         anchors=("batch-size", "data-parallelism", "inference-code", "precision"),
+        case=("model", "gpu", "dtype", "batch", "prompt", "new_tokens"),
+        defaults=Case(model="llama-3.1-8b", gpu="l4", batch=8, prompt=1024, new_tokens=256),
     ),
     Chapter(
         slug="memory-estimate",
         titles={"en": "How much memory does my model need?", "fr": "De combien de mémoire mon modèle a-t-il besoin ?"},
         icon=":material/memory:",
         anchors=("rule-of-thumb", "exact-count", "inference-overhead", "units"),
+        case=("model", "gpu", "dtype"),
+        defaults=Case(model="llama-3.1-8b", gpu="rtx4090"),
     ),
     Chapter(
         slug="quantization",
         titles={"en": "Quantization", "fr": "La quantification"},
         icon=":material/compress:",
         anchors=("precision-factor", "formats", "accuracy-tradeoff", "kept-modules"),
+        case=("model", "gpu", "batch", "prompt", "new_tokens"),
+        defaults=Case(model="llama-3.1-8b", gpu="rtx4090", batch=1, prompt=2048, new_tokens=512),
     ),
     Chapter(
         slug="parallelism",
         titles={"en": "Model parallelism", "fr": "Le parallélisme de modèle"},
         icon=":material/view_column:",
         anchors=("pipeline-parallelism", "pipeline-bubble", "tensor-parallelism", "data-parallelism"),
+        case=("model", "gpu", "dtype", "batch", "prompt"),
+        defaults=Case(model="llama-3.1-70b", gpu="a100-80gb", batch=1, prompt=2048),
     ),
     Chapter(
         slug="cpu-offloading",
         titles={"en": "CPU offloading", "fr": "Le déchargement sur le CPU"},
         icon=":material/swap_horiz:",
         anchors=("device-map", "offload-cost", "zero-offload"),
+        case=("model", "gpu", "dtype"),
+        defaults=Case(model="llama-3.1-8b", gpu="t4"),
     ),
     Chapter(
         slug="oom",
@@ -83,18 +99,25 @@ CHAPTERS: tuple[Chapter, ...] = (
                 "fr": "Le modèle tient, mais la mémoire finit par manquer"},
         icon=":material/memory:",
         anchors=("oom-message", "context-length", "dummy-data-test", "batch-size", "sort-by-length"),
+        case=("model", "gpu", "dtype", "batch", "prompt", "new_tokens"),
+        defaults=Case(model="llama-3.1-8b", gpu="rtx4090", batch=4, prompt=4096, new_tokens=512),
     ),
     Chapter(
         slug="fine-tuning",
         titles={"en": "Memory for fine-tuning", "fr": "La mémoire du fine-tuning"},
         icon=":material/model_training:",
         anchors=("training-memory", "optimizer-states", "activations", "lora", "zero", "distributed", "accuracy"),
+        case=("model", "gpu", "method", "precision", "optimizer", "checkpointing", "batch", "sequence"),
+        defaults=Case(model="llama-3.1-8b", gpu="a100-80gb", batch=4, sequence=2048, method="lora",
+                      precision="mixed", optimizer="adamw", checkpointing="full"),
     ),
     Chapter(
         slug="estimator",
         titles={"en": "Model memory estimator", "fr": "Estimateur de mémoire des modèles"},
         icon=":material/calculate:",
         anchors=("estimate", "safetensors-count", "take-away", "accuracy", "limits"),
+        case=("model", "gpu"),
+        defaults=Case(model="llama-3.1-8b", gpu="rtx4090"),
     ),
 )
 

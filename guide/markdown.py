@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import re
+from urllib.parse import urlencode
 
 _HEADING = re.compile(r"^(?P<hashes>#{1,4})\s+(?P<text>.+?)\s*\{#(?P<anchor>[a-z0-9][a-z0-9-]*)\}\s*$")
 _MARKER = re.compile(r"^\[\[(?P<kind>widget|chapters)(?::(?P<name>[a-z0-9-]+))?\]\]\s*$")
@@ -90,17 +91,19 @@ def widget_names(blocks: list[Block]) -> list[str]:
 _LINK = re.compile(r"\]\((?P<slug>[a-z0-9-]*)(?P<anchor>#[a-z0-9-]+)?\)")
 
 
-def localize_links(markdown: str, lang: str, slugs: set[str]) -> str:
-    """Point links to chapters at the same language: (oom#batch-size) -> (oom?lang=fr#batch-size).
+def localize_links(markdown: str, lang: str, slugs: set[str], carried: dict[str, str] | None = None) -> str:
+    """Point links to chapters at the same language: (oom#batch-size) -> (oom?lang=fr#batch-size),
+    with whatever else the reader carries from page to page (the case: model, gpu...).
     `(home)` is the home page. Links that are not chapter slugs are left alone, and so are
     links inside the same page, `(#anchor)`, which the browser scrolls to by itself."""
+    query = urlencode({**(carried or {}), "lang": lang}, safe="/")
 
     def rewrite(match: re.Match) -> str:
         slug, anchor = match["slug"], match["anchor"] or ""
         if slug == "home":
-            return f"](./?lang={lang}{anchor})"
+            return f"](./?{query}{anchor})"
         if not slug or slug not in slugs:
             return match.group(0)
-        return f"]({slug}?lang={lang}{anchor})"
+        return f"]({slug}?{query}{anchor})"
 
     return _LINK.sub(rewrite, markdown)

@@ -6,10 +6,12 @@ from __future__ import annotations
 from functools import cache, lru_cache
 import html
 from pathlib import Path
+from urllib.parse import urlencode
 
 import streamlit as st
 
 from guide import chapters
+from guide.case_bar import carried_query, case_bar
 from guide.chapters import Chapter
 from guide.format import escape_markdown
 from guide.i18n import LANGUAGE_NAMES, current_language, remember_language, t
@@ -49,6 +51,8 @@ def render_page(slug: str) -> None:
     missing_page = st.session_state.get("unknown_page") if not slug else None
     if missing_page:
         st.warning(t("frame.unknown_page", page=escape_markdown(missing_page, 60)))
+    case = case_bar(chapter.case, chapter.defaults, lang) if chapter.case else None
+    carried = carried_query(lang)
     slugs = {c.slug for c in chapters.CHAPTERS if c.slug}
     anchor = "top"
     for block in blocks:
@@ -56,12 +60,12 @@ def render_page(slug: str) -> None:
             anchor = block.anchor
             _heading(block, chapter, lang)
         elif isinstance(block, Text):
-            st.markdown(localize_links(block.markdown, lang, slugs))
+            st.markdown(localize_links(block.markdown, lang, slugs, carried))
         elif isinstance(block, WidgetSlot):
-            render_widget(block.name, Context(lang=lang, slug=slug, anchor=anchor))
+            render_widget(block.name, Context(lang=lang, slug=slug, anchor=anchor, case=case))
         elif isinstance(block, ChapterList):
-            _chapter_list(lang)
-    _footer(chapter, lang)
+            _chapter_list(carried)
+    _footer(chapter, lang, carried)
     st.html(SCROLL_SCRIPT, unsafe_allow_javascript=True)
 
 
@@ -73,7 +77,7 @@ def _frame(chapter: Chapter, lang: str, blocks) -> None:
         st.markdown(f"**{t('frame.guide_title')}**")
         _language_switch(lang, blocks)
         for entry in chapters.CHAPTERS:
-            st.page_link(entry.page, label=entry.title(lang), icon=entry.icon, query_params={"lang": lang})
+            st.page_link(entry.page, label=entry.title(lang), icon=entry.icon, query_params=carried_query(lang))
         st.divider()
         st.caption(t("frame.sections"))
         for block in blocks:
@@ -98,28 +102,38 @@ def _heading(block: Heading, chapter: Chapter, lang: str) -> None:
         st.header(block.text, anchor=block.anchor)
     else:
         st.subheader(block.text, anchor=block.anchor)
-    url = f"{st.context.url or ''}?lang={lang}#{block.anchor}"
+    url = f"{st.context.url or ''}?{urlencode(section_query(lang))}#{block.anchor}"
     with st.popover(t("frame.section_link"), icon=":material/link:", type="tertiary"):
         st.caption(t("frame.section_link_help"))
         st.code(url, language=None, wrap_lines=True)
 
 
-def _chapter_list(lang: str) -> None:
+def section_query(lang: str) -> list[tuple[str, str]]:
+    """What a link to a section carries: the language, then everything the reader set on the
+    page (the case and every calculator's values), so it opens exactly as they see it."""
+    pairs = [("lang", lang)]
+    for key in st.query_params:
+        if key != "lang":
+            pairs += [(key, value) for value in st.query_params.get_all(key)]
+    return pairs
+
+
+def _chapter_list(carried: dict[str, str]) -> None:
+    lang = carried["lang"]
     for entry in chapters.CHAPTERS:
         if entry.slug:
-            st.page_link(entry.page, label=entry.title(lang), icon=entry.icon, query_params={"lang": lang})
+            st.page_link(entry.page, label=entry.title(lang), icon=entry.icon, query_params=carried)
 
 
-def _footer(chapter: Chapter, lang: str) -> None:
+def _footer(chapter: Chapter, lang: str, carried: dict[str, str]) -> None:
     previous, following = chapters.neighbours(chapter.slug)
     st.divider()
     with st.container(key="nav-footer", horizontal=True, horizontal_alignment="distribute"):
         if previous is not None:
             st.page_link(previous.page, label=t("frame.previous", title=previous.title(lang)),
-                         icon=":material/arrow_back:", query_params={"lang": lang})
+                         icon=":material/arrow_back:", query_params=carried)
         if chapter.slug:
-            st.page_link(chapters.HOME.page, label=t("frame.home"), icon=":material/home:",
-                         query_params={"lang": lang})
+            st.page_link(chapters.HOME.page, label=t("frame.home"), icon=":material/home:", query_params=carried)
         if following is not None:
             st.page_link(following.page, label=t("frame.next", title=following.title(lang)),
-                         icon=":material/arrow_forward:", icon_position="right", query_params={"lang": lang})
+                         icon=":material/arrow_forward:", icon_position="right", query_params=carried)

@@ -43,11 +43,14 @@ class Context:
     lang: str
     slug: str
     anchor: str  # the section the widget sits in: its share link lands there
+    case: object | None = None  # the chapter's case (guide.case.ResolvedCase), when it has one
 
     def t(self, key: str, /, **params: object) -> str:
-        """A UI string in the reader's language; its links to chapters keep that language
-        (`(oom#batch-size)` -> `(oom?lang=fr#batch-size)`), as in the chapter text."""
-        return localize_links(text(key, self.lang, **params), self.lang, _SLUGS)
+        """A UI string in the reader's language; its links to chapters keep that language and
+        the case (`(oom#batch-size)` -> `(oom?lang=fr&model=...#batch-size)`), as in the chapter text."""
+        from guide.case_bar import carried_query
+
+        return localize_links(text(key, self.lang, **params), self.lang, _SLUGS, carried_query(self.lang))
 
 
 @dataclass(frozen=True)
@@ -111,8 +114,10 @@ def _url_value_taken(key: str, raw: list[str]) -> bool:
 
 def share_url(ctx: Context, keys: list[str] | tuple[str, ...]) -> str:
     """The full URL that reopens this calculation: language, the widget's values, its section."""
+    from guide.case import CASE_PARAMS
+
     pairs = [("lang", ctx.lang)]
-    for key in keys:
+    for key in (*CASE_PARAMS, *keys):
         value = st.query_params.get_all(key)
         pairs += [(key, v) for v in value]
     base = st.context.url or ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import streamlit as st
 
 from calculator import catalog
@@ -51,3 +53,129 @@ def tokens_input(ctx: Context, label_key: str, key: str, default: int, low: int 
                  container=st, step: int = 128) -> int:
     return int(container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=default, step=step,
                                       key=key, bind="query-params"))
+
+
+# -- the page's case, and what one calculator changes of it --------------------------------
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a calculator runs on: the chapter's case, with this calculator's own changes."""
+
+    model: Model
+    card: Gpu
+    dtype: str
+    batch: int
+    prompt: int
+    new_tokens: int
+    sequence: int
+    method: str
+    precision: str
+    optimizer: str
+    checkpointing: str
+    changed: tuple[str, ...] = ()  # the fields this calculator changed
+
+    @property
+    def context(self) -> int:
+        return self.prompt + self.new_tokens
+
+
+OVERRIDE_NUMBERS = {"batch": 4096, "prompt": 1_048_576, "new_tokens": 1_048_576, "sequence": 1_048_576}
+
+
+def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None) -> Inputs:
+    """The page's case, and an expander where the reader may change some of it for this
+    calculator only. `keys` maps case fields to this calculator's URL keys ({"gpu": "cm_gpu"});
+    a key left empty follows the page's case. `dtypes`: the precisions this calculator offers."""
+    base = _base_inputs(ctx)
+    present = [key for key in keys.values() if st.query_params.get_all(key)]
+    values, changed = {}, []
+    with st.expander(ctx.t("case.local"), expanded=bool(present), icon=":material/tune:"):
+        st.caption(ctx.t("case.local_help"))
+        columns = st.columns(min(len(keys), 4) or 1)
+        for index, (name, key) in enumerate(keys.items()):
+            field_name = "card" if name == "gpu" else name
+            with columns[index % len(columns)]:
+                value = _override(ctx, name, key, getattr(base, field_name), dtypes)
+            if value is not None:
+                values[field_name], changed = value, changed + [name]
+    if "model" in values:
+        values["model"] = _local_model(ctx, values["model"], base.model)
+        if values["model"] is base.model:
+            changed.remove("model")
+            del values["model"]
+    return replace(base, **values, changed=tuple(changed))
+
+
+def _base_inputs(ctx: Context) -> Inputs:
+    from guide.case import Case
+
+    case = ctx.case
+    raw = case.case if case is not None else Case()
+    model = case.model if case is not None else catalog_model(catalog.find(raw.model).key)
+    return Inputs(model, gpus()[raw.gpu], raw.dtype, raw.batch, raw.prompt, raw.new_tokens, raw.sequence,
+                  raw.method, raw.precision, raw.optimizer, raw.checkpointing)
+
+
+def _override(ctx: Context, name: str, key: str, current, dtypes):
+    """One input that is empty (the page's case) unless the reader or the link sets it."""
+    same = ctx.t("case.same_as_page")
+    if name == "model":
+        ids = [entry.id for entry in catalog.entries()]
+        URL_FORMS[key] = str
+        return st.selectbox(ctx.t("common.model"), ids, index=None, key=key, bind="query-params",
+                            accept_new_options=True, placeholder=f"{same} {current.name}",
+                            help=ctx.t("case.local_model_help"))
+    if name == "gpu":
+        cards = gpus()
+        URL_FORMS[key] = gpu_name
+        choice = st.selectbox(ctx.t("common.gpu"), list(cards), index=None, key=key, format_func=gpu_name,
+                              bind="query-params", placeholder=f"{same} {current.name}", help=ctx.t("common.gpu_help"))
+        return cards[choice] if choice is not None else None
+    if name == "dtype":
+        options = list(dtypes or DTYPES)
+        return st.selectbox(ctx.t("common.dtype"), options, index=None, key=key, bind="query-params",
+                            placeholder=f"{same} {current}", help=ctx.t("common.dtype_help"))
+    if name in OVERRIDE_NUMBERS:
+        value = st.number_input(ctx.t(f"case.{name}"), min_value=1, max_value=OVERRIDE_NUMBERS[name], value=None,
+                                step=1, key=key, bind="query-params", placeholder=f"{same} {current}")
+        return int(value) if value is not None else None
+    from guide.case import CHOICES
+
+    return st.selectbox(ctx.t(f"case.{name}"), list(CHOICES[name]), index=None, key=key, bind="query-params",
+                        format_func=lambda v, n=name: ctx.t(f"case.{n}_{v}"), placeholder=f"{same} {current}")
+
+
+def _local_model(ctx: Context, name: str, fallback: Model) -> Model:
+    """A model this calculator alone uses: a catalog model or a Hub id, through the model seam."""
+    from calculator.errors import CalculatorError
+    from calculator.model import resolve
+    from guide.format import escape_markdown
+
+    try:
+        model = resolve(name, hub_id=catalog.find(name) is None)
+    except CalculatorError as error:
+        params = {k: escape_markdown(v, 160) for k, v in error.params.items()}
+        st.error(ctx.t(f"error.{error.code}", **params), icon=":material/error:")
+        return fallback
+    return model
+
+
+def readings_row(ctx: Context, readings, card: Gpu | None) -> None:
+    """A peak read three ways, side by side, with the memory the process can use; the
+    meaning of each is explained once, in memory-estimate#units."""
+    from guide.format import format_bytes
+
+    lang = ctx.lang
+    columns = st.columns(4 if card is not None else 3)
+    columns[0].metric(ctx.t("readings.allocated"), format_bytes(readings.allocated_bytes, lang),
+                      help=ctx.t("readings.allocated_help"))
+    columns[1].metric(ctx.t("readings.reserved"), format_bytes(readings.reserved_bytes, lang),
+                      help=ctx.t("readings.reserved_help"))
+    columns[2].metric(ctx.t("readings.nvidia_smi"), format_bytes(readings.nvidia_smi_bytes, lang),
+                      help=ctx.t("readings.nvidia_smi_help"))
+    if card is not None:
+        columns[3].metric(ctx.t("readings.usable", gpu=card.name), format_bytes(readings.usable_bytes, lang),
+                          help=ctx.t("readings.usable_help", total=format_bytes(card.total_bytes, lang),
+                                     context=format_bytes(card.context_bytes, lang),
+                                     headroom=format_bytes(readings.headroom_bytes, lang)))
+    st.caption(ctx.t("readings.explain"))

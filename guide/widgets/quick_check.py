@@ -1,35 +1,38 @@
-"""Home: does this model fit on this GPU? Rule of thumb, exact count, verdict."""
+"""home#quick-check: does the case's model load on its GPU? The rule of thumb, the exact
+weights and the verdict against what the card gives a process."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from calculator.estimate import fit_verdict
+from calculator.budget import Budget
+from calculator.estimate import fit_verdict, load_readings, weight_rounding
 from calculator.precision import bytes_per_param, rule_of_thumb_bytes
-from guide.format import format_billions, format_bytes
+from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, gpu_picker, model_picker
+from guide.widgets.common import case_inputs, readings_row
 
 KEYS = ("qc_model", "qc_dtype", "qc_gpu")
+DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
 
 
 def render(ctx: Context) -> None:
-    col1, col2, col3 = st.columns(3)
-    summary = model_picker(ctx, "qc_model", container=col1).summary
-    dtype = dtype_picker(ctx, "qc_dtype", container=col2)
-    card = gpu_picker(ctx, "qc_gpu", container=col3)
+    inputs = case_inputs(ctx, {"model": "qc_model", "dtype": "qc_dtype", "gpu": "qc_gpu"}, dtypes=DTYPES)
+    summary, card, lang = inputs.model.summary, inputs.card, ctx.lang
+    dtype = inputs.dtype if inputs.dtype in DTYPES else "bfloat16"
+    budget = Budget(card)
     exact = summary.total_bytes_at(dtype)
     rule = rule_of_thumb_bytes(summary.parameters, dtype)
-    verdict = fit_verdict(exact, rule, card.memory_bytes)
-    lang = ctx.lang
+    verdict = fit_verdict(exact, rule, budget, weight_rounding(summary, dtype))
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("quick_check.rule"), format_bytes(rule, lang))
     m2.metric(ctx.t("quick_check.exact"), format_bytes(exact, lang))
-    m3.metric(ctx.t("quick_check.capacity"), format_bytes(card.memory_bytes, lang))
+    m3.metric(ctx.t("quick_check.capacity"), format_bytes(budget.usable_bytes, lang))
     st.markdown(ctx.t("quick_check.formula", params=format_billions(summary.parameters, lang),
-                      bytes=f"{float(bytes_per_param(dtype)):g}".replace(".", "," if lang == "fr" else "."),
+                      bytes=format_number(float(bytes_per_param(dtype)), 1 if dtype == "int4" else 0, lang),
                       rule=format_bytes(rule, lang)))
-    message = ctx.t(f"quick_check.verdict_{verdict}", gpu=card.name)
+    readings_row(ctx, load_readings(summary, dtype, budget), card)
+    message = ctx.t(f"quick_check.verdict_{verdict}", gpu=card.name, model=inputs.model.name)
     {"fits": st.success, "tight": st.warning, "too_big": st.error}[verdict](message)
     share_box(ctx, KEYS)
 

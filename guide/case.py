@@ -1,0 +1,164 @@
+"""The chapter's case: one model, GPU, precision, batch and lengths that every calculator of a
+page starts from (DESIGN.md, "The case").
+
+The case travels in the URL under short stable names (CASE_PARAMS): `model` (a catalog name
+or a Hub id), `gpu` (the CLI's GPU key; common spellings are read too), `dtype`, `batch`,
+`prompt`, `new_tokens`, `sequence`, and, for fine-tuning, `method`, `precision`, `optimizer`
+and `checkpointing`. This module reads them, says when a value cannot be used (and uses the
+chapter's default instead), and resolves the model through the model seam. The URL is the
+source of truth: the bar's inputs mirror it and write back to it when the reader changes them,
+so a shared link reproduces the case. Pure reading and checking here; case_bar.py draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+import math
+
+from calculator import catalog
+from calculator.errors import CalculatorError
+from calculator.gpus import Gpu, gpu, gpus
+from calculator.inference import MAX_BATCH, MAX_TOKENS
+from calculator.model import Model
+from calculator.precision import DTYPES, normalize_dtype
+from calculator.quantization import is_format
+from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS
+
+# Every name the case may take in a URL, in the order the bar shows them.
+CASE_PARAMS = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequence", "method", "precision",
+               "optimizer", "checkpointing")
+WHOLE_NUMBERS = {"batch": MAX_BATCH, "prompt": MAX_TOKENS, "new_tokens": MAX_TOKENS, "sequence": MAX_TOKENS}
+CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING}
+MAX_DIGITS = 9  # a whole number in a link: 999,999,999 at most (Streamlit's widgets take 53 bits)
+MAX_MODEL_NAME = 200
+
+
+@dataclass(frozen=True)
+class Case:
+    """What the reader set for this chapter (raw values, before the model is resolved)."""
+
+    model: str = "llama-3-8b"
+    gpu: str = "rtx4090"
+    dtype: str = "bfloat16"
+    batch: int = 1
+    prompt: int = 1024
+    new_tokens: int = 256
+    sequence: int = 2048
+    method: str = "lora"
+    precision: str = "mixed"
+    optimizer: str = "adamw"
+    checkpointing: str = "full"
+
+    def value(self, name: str):
+        return getattr(self, name)
+
+    @property
+    def context(self) -> int:
+        return self.prompt + self.new_tokens
+
+    @property
+    def card(self) -> Gpu:
+        return gpu(self.gpu)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A URL value the case could not use, shown to the reader in their language."""
+
+    param: str
+    value: str
+    code: str = "bad_url_value"
+
+
+@dataclass(frozen=True)
+class ResolvedCase:
+    """The case with its model counted, ready for the calculators."""
+
+    case: Case
+    model: Model  # always one the calculators can run (the chapter's default stands in when needed)
+    card: Gpu
+    refused: tuple[Refused, ...] = ()
+    model_error: CalculatorError | None = None  # the reader's model could not be read: the default stands in
+    upload_name: str = ""  # an uploaded config.json is the model (it cannot travel in a link)
+    present: tuple[str, ...] = field(default_factory=tuple)  # the case names the URL sets
+    headers_model: Model | None = None  # a checkpoint only its safetensors headers could count
+
+    def __getattr__(self, name):  # case values read as attributes: resolved.batch, resolved.dtype
+        if name in CASE_PARAMS and name not in ("model", "gpu"):
+            return getattr(self.case, name)
+        raise AttributeError(name)
+
+
+def read_case(query: dict[str, list[str]], defaults: Case) -> tuple[Case, tuple[Refused, ...], tuple[str, ...]]:
+    """The case a URL sets, over the chapter's defaults. A value that cannot be used is refused
+    (the default stands) and reported; a repeated name takes its last value."""
+    values: dict[str, object] = {}
+    refused: list[Refused] = []
+    present = []
+    for name in CASE_PARAMS:
+        raw = query.get(name) or []
+        if not raw:
+            continue
+        present.append(name)
+        text = str(raw[-1]).strip()
+        try:
+            values[name] = parse_value(name, text)
+        except ValueError:
+            refused.append(Refused(name, text[:60]))
+    return replace(defaults, **values), tuple(refused), tuple(present)
+
+
+def parse_value(name: str, text: str):
+    """One case value from its URL text, or ValueError when it cannot be used."""
+    if name in WHOLE_NUMBERS:
+        return whole_number(text, WHOLE_NUMBERS[name])
+    if name == "model":
+        if not text or len(text) > MAX_MODEL_NAME or not text.isprintable():
+            raise ValueError(name)
+        entry = catalog.find(text)
+        return entry.key if entry else text
+    if name == "gpu":
+        try:
+            return gpu(text).key
+        except CalculatorError:
+            raise ValueError(name) from None
+    if name == "dtype":
+        if is_format(text):
+            return text.strip().lower()
+        try:
+            return normalize_dtype(text)
+        except CalculatorError:
+            raise ValueError(name) from None
+    if text in CHOICES[name]:
+        return text
+    raise ValueError(name)
+
+
+def whole_number(text: str, high: int) -> int:
+    """A positive whole number of at most MAX_DIGITS digits and at most `high`: no inf, no NaN,
+    no 1e309, no 400-digit integers (they would reach Streamlit's widgets)."""
+    digits = text.strip()
+    if digits.endswith(".0"):
+        digits = digits[:-2]
+    if not digits.isdigit() or len(digits) > MAX_DIGITS:
+        raise ValueError(text)
+    value = int(digits)
+    if not 1 <= value <= high or not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def url_text(name: str, value) -> str:
+    """How a case value is written in a URL: catalog names and GPU keys as they are."""
+    return str(value)
+
+
+def gpu_keys() -> list[str]:
+    return list(gpus())
+
+
+def dtype_choices() -> list[str]:
+    """Storage precisions and the real quantization formats a page can price."""
+    from calculator.quantization import FORMAT_KEYS
+
+    return list(DTYPES) + [f for f in FORMAT_KEYS if is_format(f)]

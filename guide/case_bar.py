@@ -1,0 +1,147 @@
+"""The case bar at the top of a chapter: the model, GPU, precision, batch and lengths every
+calculator of the page starts from (guide/case.py reads and checks them).
+
+The URL is the source of truth: each input mirrors its URL value (a link opens on its case)
+and writes it back when the reader changes it, under the short names of the URL contract.
+Options keep their stable values in the URL and show labels in the reader's language.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator import catalog
+from calculator.errors import CalculatorError
+from calculator.model import Model, catalog_model, resolve, resolve_upload
+from guide.case import CASE_PARAMS, CHOICES, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices, gpu_keys, read_case
+from guide.format import escape_markdown, format_bytes
+from guide.i18n import t
+
+WIDE = {"model": 3}  # column widths in the bar (others: 1)
+
+
+def current_query() -> dict[str, list[str]]:
+    return {name: st.query_params.get_all(name) for name in CASE_PARAMS}
+
+
+def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase:
+    """Draw the bar for these case fields; return the case, its model counted."""
+    case, refused, present = read_case(current_query(), defaults)
+    with st.container(key="case-bar", border=True):
+        st.caption(t("case.title"))
+        columns = st.columns([WIDE.get(name, 1) for name in fields])
+        for column, name in zip(columns, fields):
+            with column:
+                _input(name, case.value(name), lang)
+        upload = _upload()
+        resolved = _resolve(case, defaults, upload)
+        fallback = catalog_model(catalog.find(defaults.model).key)
+        for item in refused:
+            st.warning(t("frame.bad_url_value", param=escape_markdown(item.param, 40),
+                         value=escape_markdown(item.value, 60)), icon=":material/link_off:")
+        _model_line(resolved, fallback)
+    model, error, upload_name = resolved
+    return ResolvedCase(case, model if model.spec is not None else fallback, case.card, refused, error, upload_name,
+                        present, headers_model=model if model.spec is None else None)
+
+
+def carried_query(lang: str) -> dict[str, str]:
+    """What a link to another chapter carries: the language and the case the reader set."""
+    query = {"lang": lang}
+    for name in CASE_PARAMS:
+        values = st.query_params.get_all(name)
+        if values:
+            query[name] = values[-1]
+    return query
+
+
+# -- inputs ---------------------------------------------------------------------------------
+
+def _input(name: str, value, lang: str) -> None:
+    """One input mirroring the URL's value; a change writes it back to the URL."""
+    key, marker = f"case_{name}", f"case_{name}__url"
+    if st.session_state.get(marker) != repr(value) or key not in st.session_state:
+        st.session_state[key] = value
+        st.session_state[marker] = repr(value)
+    label, help_text = t(f"case.{name}"), t(f"case.{name}_help")
+    common = dict(key=key, on_change=_write, args=(name,), help=help_text)
+    if name == "model":
+        options = [entry.key for entry in catalog.entries()]
+        if value not in options:
+            options = [value] + options
+        st.selectbox(label, options, format_func=_model_label, accept_new_options=True,
+                     placeholder=t("case.model_placeholder"), **common)
+    elif name == "gpu":
+        st.selectbox(label, gpu_keys(), format_func=_gpu_label, **common)
+    elif name == "dtype":
+        st.selectbox(label, dtype_choices(), **common)
+    elif name in WHOLE_NUMBERS:
+        st.number_input(label, min_value=1, max_value=WHOLE_NUMBERS[name], step=1 if name == "batch" else 128,
+                        **common)
+    elif name in CHOICES:
+        st.selectbox(label, list(CHOICES[name]), format_func=lambda v, n=name: t(f"case.{n}_{v}"), **common)
+
+
+def _write(name: str) -> None:
+    value = st.session_state.get(f"case_{name}")
+    if value is None or value == "":
+        return
+    if name == "model":
+        entry = catalog.find(str(value))
+        value = entry.key if entry else str(value).strip()
+    st.query_params[name] = str(int(value) if name in WHOLE_NUMBERS else value)
+    st.session_state[f"case_{name}__url"] = repr(int(value) if name in WHOLE_NUMBERS else value)
+
+
+def _model_label(value) -> str:
+    entry = catalog.find(str(value))
+    return entry.id if entry else str(value)
+
+
+def _gpu_label(key: str) -> str:
+    from calculator.gpus import gpu
+    from guide.i18n import current_language
+
+    card = gpu(key)
+    return f"{card.name} ({format_bytes(card.total_bytes, current_language())})"
+
+
+def _upload():
+    with st.popover(t("case.upload"), icon=":material/upload_file:"):
+        st.caption(t("case.upload_help"))
+        return st.file_uploader(t("case.upload_label"), type=None, accept_multiple_files=False, key="case_upload",
+                                label_visibility="collapsed")
+
+
+# -- the model ------------------------------------------------------------------------------
+
+def _spinner(step: str, name: str):
+    return st.spinner(t(f"model_source.{step}", name=escape_markdown(name), repo=escape_markdown(name)),
+                      show_time=True)
+
+
+def _resolve(case: Case, defaults: Case, upload) -> tuple[Model, CalculatorError | None, str]:
+    """The case's model: an upload, else the named model (catalog or Hub), through the model
+    seam. When it cannot be read, the chapter's default model stands in and the error is kept."""
+    try:
+        if upload is not None:
+            raw = upload.getvalue()[: 2**20 + 1]
+            return resolve_upload(raw, upload.name, upload.size, progress=_spinner), None, upload.name
+        return resolve(case.model, read_headers=True, hub_id=catalog.find(case.model) is None,
+                       progress=_spinner), None, ""
+    except CalculatorError as error:
+        return catalog_model(catalog.find(defaults.model).key), error, ""
+
+
+def _model_line(resolved, fallback: Model) -> None:
+    model, error, upload = resolved
+    if error is not None:
+        params = {key: escape_markdown(value, 160) for key, value in error.params.items()}
+        st.error(t(f"error.{error.code}", **params) + " " + t("case.default_stands_in", model=model.name),
+                 icon=":material/error:")
+        return
+    if model.spec is None:
+        st.warning(t("case.headers_only", name=escape_markdown(model.name, 120), model=fallback.name),
+                   icon=":material/info:")
+    if upload:
+        st.caption(t("case.upload_used", name=escape_markdown(upload, 80)))
