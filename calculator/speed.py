@@ -40,8 +40,37 @@ class StepCost:
 
 def _cost(bytes_moved: int, flops: float, gpu: Gpu, dtype: str) -> StepCost:
     memory = bytes_moved / (gpu.bandwidth_gbs * 1e9)
-    compute = flops / (gpu.matmul_tflops(compute_dtype(dtype) if dtype in ("int8", "int4") else dtype) * 1e12)
+    compute = flops / (gpu.matmul_tflops(_product_dtype(dtype)) * 1e12)
     return StepCost(max(memory, compute), memory, compute, bytes_moved, flops)
+
+
+def _product_dtype(dtype: str) -> str:
+    """The dtype the matrix products run in: weight-only formats (int8/int4 shorthands, GPTQ,
+    AWQ, bitsandbytes) compute in 16 bits; float8 and the 16/32-bit dtypes in their own."""
+    from .quantization import is_format
+
+    if is_format(dtype):
+        return "float8" if dtype.startswith("fp8") else "bfloat16"
+    return compute_dtype(dtype) if dtype in ("int8", "int4") else dtype
+
+
+def _weight_bytes(summary: ModelSummary, spec: ArchSpec, dtype: str) -> tuple[int, float]:
+    """(every weight's bytes, bytes per expert parameter) in a dtype or a real format."""
+    from .inference import weights_of
+
+    total = weights_of(summary, spec, dtype)[0]
+    per_parameter = total / max(summary.parameters, 1)
+    return total, per_parameter
+
+
+def _is_format(dtype: str) -> bool:
+    from .quantization import is_format
+
+    return is_format(dtype)
+
+
+def _dtype(dtype: str) -> str:
+    return dtype.strip().lower() if _is_format(dtype) else normalize_dtype(dtype)
 
 
 def active_parameters(summary: ModelSummary) -> int:
@@ -52,12 +81,12 @@ def weight_bytes_read(summary: ModelSummary, spec: ArchSpec, dtype: str, tokens:
     """Weight bytes a step over `tokens` tokens reads. In a mixture of experts a layer reads
     only the experts its tokens were routed to: with uniform routing of k of E experts, a
     fraction 1 - (1 - k/E)^tokens of them."""
-    total = summary.total_bytes_at(dtype)
+    total, per_parameter = _weight_bytes(summary, spec, dtype)
     expert_params = summary.groups.get("experts", 0)
     if not (spec.experts and spec.experts_per_token and expert_params):
         return total
     touched = 1 - (1 - spec.experts_per_token / spec.experts) ** tokens
-    expert_bytes = expert_params * bytes_per_param(dtype)
+    expert_bytes = expert_params * (bytes_per_param(dtype) if not _is_format(dtype) else per_parameter)
     return math.ceil(total - expert_bytes + expert_bytes * touched)
 
 
@@ -69,7 +98,7 @@ def attention_flops(spec: ArchSpec, queries: int, keys: int) -> float:
 def decode_step(summary: ModelSummary, spec: ArchSpec, gpu: Gpu, dtype: str, batch: int, context: int,
                 kv_dtype: str | None = None) -> StepCost:
     """One new token for each of `batch` sequences that already hold `context` tokens."""
-    dtype = normalize_dtype(dtype)
+    dtype = _dtype(dtype)
     moved = weight_bytes_read(summary, spec, dtype, batch)
     moved += kv_cache_bytes(spec, batch, context, kv_dtype_for(dtype, kv_dtype))
     flops = batch * (2.0 * active_parameters(summary) + attention_flops(spec, 1, context))
@@ -79,10 +108,20 @@ def decode_step(summary: ModelSummary, spec: ArchSpec, gpu: Gpu, dtype: str, bat
 def prefill(summary: ModelSummary, spec: ArchSpec, gpu: Gpu, dtype: str, batch: int, prompt: int,
             kv_dtype: str | None = None) -> StepCost:
     """The forward over every prompt token at once (causal: each token sees those before)."""
-    dtype = normalize_dtype(dtype)
+    dtype = _dtype(dtype)
     moved = weight_bytes_read(summary, spec, dtype, batch * prompt)
     moved += kv_cache_bytes(spec, batch, prompt, kv_dtype_for(dtype, kv_dtype))
     flops = batch * (2.0 * active_parameters(summary) * prompt + attention_flops(spec, prompt, prompt) / 2)
+    return _cost(moved, flops, gpu, dtype)
+
+
+def forward_pass(summary: ModelSummary, spec: ArchSpec, gpu: Gpu, dtype: str, batch: int, tokens: int) -> StepCost:
+    """One forward over `batch` sequences of `tokens` for a model that does not generate (an
+    encoder or a classifier): every weight read once, 2 FLOPs per parameter per token, and
+    attention where every token sees every other (bidirectional)."""
+    dtype = _dtype(dtype)
+    moved = weight_bytes_read(summary, spec, dtype, batch * tokens)
+    flops = batch * (2.0 * active_parameters(summary) * tokens + attention_flops(spec, tokens, tokens))
     return _cost(moved, flops, gpu, dtype)
 
 

@@ -13,7 +13,8 @@ import streamlit as st
 from calculator import catalog
 from calculator.errors import CalculatorError
 from calculator.model import Model, catalog_model, resolve, resolve_upload
-from guide.case import CASE_PARAMS, CHOICES, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices, gpu_keys, read_case
+from guide.case import (CASE_PARAMS, CHOICES, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices, parse_value,
+                        read_case, url_text)
 from guide.format import escape_markdown, format_bytes
 from guide.i18n import t
 
@@ -46,12 +47,16 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
 
 
 def carried_query(lang: str) -> dict[str, str]:
-    """What a link to another chapter carries: the language and the case the reader set."""
+    """What a link to another chapter carries: the language and the case the reader set, as
+    the case reads it (a GPU typed "4090" travels as rtx4090; a value it refused stays behind)."""
     query = {"lang": lang}
     for name in CASE_PARAMS:
         values = st.query_params.get_all(name)
         if values:
-            query[name] = values[-1]
+            try:
+                query[name] = url_text(name, parse_value(name, str(values[-1]).strip()))
+            except ValueError:
+                continue
     return query
 
 
@@ -72,7 +77,8 @@ def _input(name: str, value, lang: str) -> None:
         st.selectbox(label, options, format_func=_model_label, accept_new_options=True,
                      placeholder=t("case.model_placeholder"), **common)
     elif name == "gpu":
-        st.selectbox(label, gpu_keys(), format_func=_gpu_label, **common)
+        labels = _gpu_labels(lang)
+        st.selectbox(label, list(labels), format_func=labels.__getitem__, **common)
     elif name == "dtype":
         st.selectbox(label, dtype_choices(), **common)
     elif name in WHOLE_NUMBERS:
@@ -98,12 +104,11 @@ def _model_label(value) -> str:
     return entry.id if entry else str(value)
 
 
-def _gpu_label(key: str) -> str:
-    from calculator.gpus import gpu
-    from guide.i18n import current_language
+def _gpu_labels(lang: str) -> dict[str, str]:
+    """Each card's name and the total PyTorch sees on it, in the reader's units."""
+    from calculator.gpus import gpus
 
-    card = gpu(key)
-    return f"{card.name} ({format_bytes(card.total_bytes, current_language())})"
+    return {key: f"{card.name} ({format_bytes(card.total_bytes, lang)})" for key, card in gpus().items()}
 
 
 def _upload():

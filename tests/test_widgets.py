@@ -33,7 +33,7 @@ def url_form(at, key: str) -> str | None:
         if finder == at.multiselect:
             return "&".join(widget.options[i] for i in widget.indices)
         if finder == at.selectbox or finder == at.radio:
-            return widget.options[widget.index]
+            return None if widget.index is None else widget.options[widget.index]  # empty: the page's case
         if finder == at.checkbox:
             return "true" if widget.value else "false"
         value = widget.value

@@ -1,62 +1,67 @@
-"""slow-model#batch-size: memory against batch size, the largest batch that fits, and the
-throughput and latency each batch size gives (roofline)."""
+"""slow-model#batch-size: memory against batch size on the case's GPU, the largest batch that
+fits (and the one only the headroom admits), and the throughput and latency each batch size
+gives (roofline). A model that does not generate runs one forward per batch: sequences per
+second, no answer length."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from calculator.inference import inference_memory, largest_batch
-from calculator.speed import decode_step, generation
+from calculator.budget import Budget, readings_of
+from calculator.inference import can_generate, inference_memory, largest_batch
+from calculator.speed import decode_step, forward_pass, generation
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, readings_row, tight
 
 KEYS = ("bs_model", "bs_gpu", "bs_dtype", "bs_prompt", "bs_new")
 
 
-def batch_sizes(largest: int) -> list[int]:
-    """Powers of two up to a bit past the largest batch that fits, and that batch itself."""
+def batch_sizes(largest: int, chosen: int = 1) -> list[int]:
+    """Powers of two up to a bit past the largest batch that fits, that batch and the case's."""
     sizes, b = [], 1
     while b <= max(2 * largest, 8) and len(sizes) < 12:
         sizes.append(b)
         b *= 2
-    if largest and largest not in sizes:
-        sizes.append(largest)
-    return sorted(sizes)
+    return sorted(set(sizes) | ({largest} if largest else set()) | {chosen})
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "bs_model", container=c1)
-    gpu = gpu_picker(ctx, "bs_gpu", container=c2)
-    dtype = dtype_picker(ctx, "bs_dtype", container=c3)
-    c4, c5 = st.columns(2)
-    prompt = tokens_input(ctx, "batch_size.prompt", "bs_prompt", 1024, container=c4)
-    new = tokens_input(ctx, "batch_size.new_tokens", "bs_new", 256, high=131_072, container=c5)
-    context = prompt + new
-    capacity = gpu.memory_bytes
-    if model.spec.kind not in ("decoder", "encoder-decoder"):
+    inputs = case_inputs(ctx, {"model": "bs_model", "gpu": "bs_gpu", "dtype": "bs_dtype", "prompt": "bs_prompt",
+                               "new_tokens": "bs_new"})
+    model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
+    generates = can_generate(model.spec)
+    if not generates:
         st.info(ctx.t("batch_size.not_generative"))
-    largest = largest_batch(model.summary, model.spec, capacity, context, dtype=dtype)
-    sizes = batch_sizes(largest)
-    memories = [inference_memory(model.summary, model.spec, b, context, dtype) for b in sizes]
+    lengths = {"prompt": inputs.prompt, "new_tokens": inputs.new_tokens} if generates else {"context": inputs.prompt}
+    budget = Budget(gpu)
+    largest = largest_batch(model.summary, model.spec, budget, dtype=dtype, **lengths)
+    sizes = batch_sizes(largest, inputs.batch)
+    memories = [inference_memory(model.summary, model.spec, b, dtype=dtype, **lengths) for b in sizes]
     fig = stacked_memory(
         [str(b) for b in sizes],
         {ctx.t("batch_size.weights"): [m.weights_bytes for m in memories],
          ctx.t("batch_size.kv_cache"): [m.kv_cache_bytes for m in memories],
          ctx.t("batch_size.activations"): [m.activation_peak_bytes for m in memories]},
         ctx.t("batch_size.x_axis"), ctx.t("common.memory_axis"), lang)
-    capacity_line(fig, capacity, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="bs_chart")
+    chosen = memories[sizes.index(inputs.batch)]
+    readings_row(ctx, readings_of(chosen, budget), gpu)
+    tokens = format_number(chosen.context, 0, lang)
     if largest:
-        st.success(ctx.t("batch_size.largest", batch=largest, context=format_number(context, 0, lang), gpu=gpu.name))
+        beyond = largest_batch(model.summary, model.spec, tight(budget), dtype=dtype, **lengths)
+        st.success(ctx.t("batch_size.largest", batch=largest, context=tokens, gpu=gpu.name)
+                   + (" " + ctx.t("batch_size.tight", batch=beyond) if beyond > largest else ""))
     else:
-        st.error(ctx.t("batch_size.none_fits", gpu=gpu.name,
-                       weights=format_bytes(memories[0].weights_bytes, lang), capacity=format_bytes(capacity, lang)))
-    if model.spec.kind in ("decoder", "encoder-decoder"):
-        _speed_table(ctx, model, gpu, dtype, prompt, new, sizes, largest)
+        st.error(ctx.t("batch_size.none_fits", gpu=gpu.name, weights=format_bytes(memories[0].weights_bytes, lang),
+                       capacity=format_bytes(budget.usable_bytes, lang)))
+    if generates:
+        _speed_table(ctx, model, gpu, dtype, inputs.prompt, inputs.new_tokens, sizes, largest)
+    else:
+        _forward_table(ctx, model, gpu, dtype, inputs.prompt, sizes, largest)
     share_box(ctx, KEYS)
 
 
@@ -82,6 +87,22 @@ def _speed_table(ctx: Context, model, gpu, dtype: str, prompt: int, new: int, si
         gflops=format_number(step.flops / 1e9, 1, lang), tflops=format_number(gpu.matmul_tflops(dtype), 0, lang),
         compute_ms=format_number(step.compute_seconds * 1000, 3, lang),
     ))
+
+
+def _forward_table(ctx: Context, model, gpu, dtype: str, tokens: int, sizes: list[int], largest: int) -> None:
+    """Encoders and classifiers: one forward per batch, in sequences per second."""
+    lang = ctx.lang
+    rows = []
+    for b in sizes:
+        step = forward_pass(model.summary, model.spec, gpu, dtype, b, tokens)
+        rows.append({
+            ctx.t("batch_size.col_batch"): b,
+            ctx.t("batch_size.col_fits"): "✓" if b <= largest else "✗",
+            ctx.t("batch_size.col_forward"): format_number(step.seconds * 1000, 2, lang),
+            ctx.t("batch_size.col_sequences"): format_number(b / step.seconds, 0, lang),
+            ctx.t("batch_size.col_bound"): ctx.t(f"batch_size.bound_{step.bound}"),
+        })
+    st.dataframe(rows, hide_index=True)
 
 
 WIDGET = Widget(

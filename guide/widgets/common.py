@@ -82,10 +82,11 @@ class Inputs:
 OVERRIDE_NUMBERS = {"batch": 4096, "prompt": 1_048_576, "new_tokens": 1_048_576, "sequence": 1_048_576}
 
 
-def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None) -> Inputs:
+def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[str, str] | None = None) -> Inputs:
     """The page's case, and an expander where the reader may change some of it for this
     calculator only. `keys` maps case fields to this calculator's URL keys ({"gpu": "cm_gpu"});
-    a key left empty follows the page's case. `dtypes`: the precisions this calculator offers."""
+    a key left empty follows the page's case. `dtypes`: the precisions this calculator offers.
+    `legacy`: older URL keys still read for a field (links pasted before the case existed)."""
     base = _base_inputs(ctx)
     present = [key for key in keys.values() if st.query_params.get_all(key)]
     values, changed = {}, []
@@ -98,6 +99,10 @@ def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None) -> Inputs:
                 value = _override(ctx, name, key, getattr(base, field_name), dtypes)
             if value is not None:
                 values[field_name], changed = value, changed + [name]
+    for name, key in (legacy or {}).items():
+        old = st.query_params.get_all(key)
+        if name not in values and old and old[-1].strip():
+            values[name], changed = old[-1].strip(), changed + [name]
     if "model" in values:
         values["model"] = _local_model(ctx, values["model"], base.model)
         if values["model"] is base.model:
@@ -179,3 +184,17 @@ def readings_row(ctx: Context, readings, card: Gpu | None) -> None:
                                      context=format_bytes(card.context_bytes, lang),
                                      headroom=format_bytes(readings.headroom_bytes, lang)))
     st.caption(ctx.t("readings.explain"))
+
+
+def tight(budget):
+    """The same card without its headroom: what fits only there is "tight"."""
+    return replace(budget, headroom_share=0.0)
+
+
+def counted_model(ctx: Context, inputs: Inputs) -> Model:
+    """The model a counting calculator shows: the calculator's own, else the case's, including
+    a checkpoint only its safetensors headers could count (the estimator and exact count show it)."""
+    case = ctx.case
+    if "model" not in inputs.changed and case is not None and case.headers_model is not None:
+        return case.headers_model
+    return inputs.model

@@ -5,12 +5,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.inference import largest_batch
+from calculator.budget import Budget
+from calculator.inference import can_generate, largest_batch
 from calculator.speed import NETWORKS_GBS, data_parallel_inference, data_parallel_training, generation
 from guide.charts import base_layout
 from guide.format import format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, tokens_input
 
 KEYS = ("dp_model", "dp_gpu", "dp_train", "dp_samples", "dp_tokens", "dp_per_node", "dp_nodes", "dp_network")
 
@@ -24,13 +25,10 @@ def duration(seconds: float, ctx: Context) -> str:
 
 
 def render(ctx: Context) -> None:
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "dp_model", default="llama-3.2-1b", container=c1)
-    gpu = gpu_picker(ctx, "dp_gpu", default="a100-80gb", container=c2)
+    inputs = case_inputs(ctx, {"model": "dp_model", "gpu": "dp_gpu", "prompt": "dp_tokens"})
+    model, gpu, tokens = inputs.model, inputs.card, inputs.prompt
     training = st.checkbox(ctx.t("data_parallel.training"), value=False, key="dp_train", bind="query-params")
-    c3, c4 = st.columns(2)
-    samples = tokens_input(ctx, "data_parallel.samples", "dp_samples", 100_000, high=10**9, container=c3, step=1000)
-    tokens = tokens_input(ctx, "data_parallel.tokens", "dp_tokens", 512, high=131_072, container=c4)
+    samples = tokens_input(ctx, "data_parallel.samples", "dp_samples", 100_000, high=10**9, step=1000)
     c5, c6, c7 = st.columns(3)
     per_node = tokens_input(ctx, "data_parallel.per_node", "dp_per_node", 8, high=16, container=c5, step=1)
     nodes = tokens_input(ctx, "data_parallel.nodes", "dp_nodes", 1, high=1024, container=c6, step=1)
@@ -49,8 +47,10 @@ def render(ctx: Context) -> None:
         detail = ctx.t("data_parallel.training_detail", comm=format_number(total.communication_seconds * 1000, 1, ctx.lang),
                        compute=format_number(total.compute_seconds * 1000, 1, ctx.lang))
     else:
-        batch = max(1, min(largest_batch(model.summary, model.spec, gpu.memory_bytes, tokens), 256))
-        run = generation(model.summary, model.spec, gpu, "bfloat16", batch, tokens, 1)
+        mode = {} if can_generate(model.spec) else {"mode": "forward"}
+        batch = max(1, min(largest_batch(model.summary, model.spec, Budget(gpu), tokens, dtype=inputs.dtype, **mode),
+                           256))
+        run = generation(model.summary, model.spec, gpu, inputs.dtype, batch, tokens, 1)
         labels = counts + [per_node * n for n in sorted({1, 2, 4, nodes})][1:]
         times = [data_parallel_inference(run, samples, k) for k in labels]
         single, final = times[0], data_parallel_inference(run, samples, per_node * nodes)

@@ -9,41 +9,61 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.estimate import fit_verdict, rows_for
+from calculator.budget import Budget
+from calculator.errors import CalculatorError
+from calculator.estimate import fit_verdict, load_readings, rows_for, weight_rounding
 from calculator.gpus import gpus
-from calculator.model import Model
+from calculator.model import Model, catalog_model, resolve, resolve_upload
 from calculator.precision import DEFAULT_DTYPES, DTYPES
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import escape_markdown, format_bytes, format_count
-from guide.widgets import URL_FORMS, Context, Param, Widget
-from guide.widgets.common import gpu_name
+from guide.widgets import URL_FORMS, Context, Param, Widget, share_box
+from guide.widgets.common import case_inputs, counted_model, gpu_name
 from guide.widgets.estimate_table import parameters_line, records, table, to_csv, to_markdown
-from guide.widgets.model_source import count_choice, share, source_inputs, source_keys, source_label
+from guide.widgets.model_source import show_error, source_label
 
-PREFIX = "es"
-KEYS = (*source_keys(PREFIX), "es_dtypes", "es_base", "es_gpus")
-DEFAULT_GPUS = ("rtx4090", "a100-80gb")
+KEYS = ("es_model", "es_dtypes", "es_base", "es_gpus")
+OTHER_GPUS = ("a100-80gb",)  # compared with the case's GPU unless the reader picks others
 
 
 def render(ctx: Context) -> None:
-    choice = source_inputs(ctx, PREFIX)
+    inputs = case_inputs(ctx, {"model": "es_model"}, legacy={"model": "es_hub"})
     cards = gpus()
     c1, c2 = st.columns(2)
     dtypes = c1.multiselect(ctx.t("estimator.dtypes"), list(DTYPES), default=list(DEFAULT_DTYPES), key="es_dtypes",
                             bind="query-params", help=ctx.t("common.dtype_help"), wrap=True)
     URL_FORMS["es_gpus"] = gpu_name
-    picked = c2.multiselect(ctx.t("estimator.gpus"), list(cards), default=list(DEFAULT_GPUS), key="es_gpus",
+    others = [k for k in OTHER_GPUS if k != inputs.card.key]
+    picked = c2.multiselect(ctx.t("estimator.gpus"), list(cards), default=others, key="es_gpus",
                             format_func=gpu_name, bind="query-params", max_selections=6,
-                            help=ctx.t("common.gpu_help"), wrap=True)
+                            help=ctx.t("estimator.gpus_help", gpu=inputs.card.name), wrap=True)
     base = st.checkbox(ctx.t("estimator.base"), value=False, key="es_base", bind="query-params",
                        help=ctx.t("estimator.base_help"))
-    counted = count_choice(ctx, choice, "base" if base else "auto")
+    counted = with_class(ctx, counted_model(ctx, inputs), "base" if base else "auto")
     if counted is not None:
         if not dtypes:
             st.info(ctx.t("estimator.no_dtypes"))
         else:
-            _results(ctx, counted, [d for d in DTYPES if d in dtypes], [cards[k] for k in picked], base)
-    share(ctx, choice, KEYS)
+            compared = [inputs.card] + [cards[k] for k in picked if k != inputs.card.key]
+            _results(ctx, counted, [d for d in DTYPES if d in dtypes], compared, base)
+    share_box(ctx, KEYS, note=ctx.t("model_source.share_upload") if counted and counted.source == "upload" else None)
+
+
+def with_class(ctx: Context, model: Model, model_class: str) -> Model | None:
+    """The same model as the bare AutoModel (accelerate's view) or as its own class."""
+    if model.summary.model_class == model_class or model.spec is None:
+        return model
+    try:
+        if model.key:
+            return catalog_model(model.key, model_class)
+        if model.source == "upload":
+            upload = st.session_state.get("case_upload")
+            return resolve_upload(upload.getvalue()[: 2**20 + 1], upload.name, upload.size, model_class)
+        return resolve(model.load_id or model.name, model_class, read_headers=True)
+    except (CalculatorError, AttributeError) as error:
+        if isinstance(error, CalculatorError):
+            show_error(ctx, error)
+        return None
 
 
 def _results(ctx: Context, counted: Model, dtypes: list[str], cards: list, base: bool) -> None:
@@ -67,7 +87,7 @@ def _results(ctx: Context, counted: Model, dtypes: list[str], cards: list, base:
     st.dataframe(records(headers, cells), hide_index=True, key="es_table")
     st.caption(ctx.t("estimate_table.note"))
     if cards:
-        _fit(ctx, rows, cards)
+        _fit(ctx, rows, cards, summary)
     _exports(ctx, counted, rows, headers, cells)
 
 
@@ -108,14 +128,19 @@ def shape_line(ctx: Context, spec) -> str:
     return " · ".join(parts)
 
 
-def _fit(ctx: Context, rows, cards) -> None:
-    """Does each precision fit on each GPU: a table and a chart of the totals."""
+def _fit(ctx: Context, rows, cards, summary) -> None:
+    """Does each precision load on each GPU (the memory a process gets, with the headroom):
+    a table with the three readings of the loaded weights, and a chart of the totals."""
     lang = ctx.lang
     fits = []
     for row in rows:
-        line = {ctx.t("estimate_table.col_dtype"): row.dtype}
+        readings = load_readings(summary, row.dtype)
+        line = {ctx.t("estimate_table.col_dtype"): row.dtype,
+                ctx.t("readings.reserved"): format_bytes(readings.reserved_bytes, lang),
+                ctx.t("readings.nvidia_smi"): format_bytes(readings.nvidia_smi_bytes, lang)}
         for card in cards:
-            verdict = fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, card.memory_bytes)
+            verdict = fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, Budget(card),
+                                  weight_rounding(summary, row.dtype))
             line[card.name] = ctx.t(f"estimator.fit_{verdict}")
         fits.append(line)
     st.dataframe(fits, hide_index=True, key="es_fits")
@@ -126,7 +151,8 @@ def _fit(ctx: Context, rows, cards) -> None:
     fig.add_bar(x=[r.dtype for r in rows], y=[r.rule_of_thumb_bytes / GIB for r in rows],
                 name=ctx.t("estimator.bar_rule"), marker_color="#9ecae1")
     for card in cards:
-        capacity_line(fig, card.memory_bytes, f"{card.name} ({format_bytes(card.memory_bytes, lang)})")
+        capacity_line(fig, card.usable_bytes, ctx.t("estimator.usable_line", gpu=card.name,
+                                                    size=format_bytes(card.usable_bytes, lang)))
     fig.update_layout(barmode="group")
     base_layout(fig, ctx.t("common.dtype"), ctx.t("common.memory_axis"), lang)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="es_chart")
@@ -154,6 +180,6 @@ def markdown_export(ctx: Context, counted: Model, headers, cells) -> str:
 WIDGET = Widget(
     name="estimator",
     render=render,
-    params=(Param("es_model", "mistralai/Mixtral-8x7B-v0.1"), Param("es_hub", "openai-community/gpt2"),
-            Param("es_dtypes", "int4"), Param("es_base", "true"), Param("es_gpus", "NVIDIA H100 SXM")),
+    params=(Param("es_model", "mistralai/Mixtral-8x7B-v0.1"), Param("es_dtypes", "int4"), Param("es_base", "true"),
+            Param("es_gpus", "NVIDIA H100 SXM")),
 )

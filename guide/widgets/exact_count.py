@@ -1,6 +1,6 @@
-"""memory-estimate#exact-count: any model (catalog, Hub id or uploaded config.json) built on
-the meta device, and its memory in each precision. The estimator chapter has the full tool;
-a link opens it on the same model."""
+"""memory-estimate#exact-count: the case's model (catalog, Hub id or uploaded config.json)
+built on the meta device, and its memory in each precision. The estimator chapter has the
+full tool; a link opens it on the same model."""
 
 from __future__ import annotations
 
@@ -9,37 +9,37 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from calculator.estimate import rows_for
-from guide.widgets import Context, Param, Widget
+from guide.case_bar import carried_query
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import case_inputs, counted_model
 from guide.widgets.estimate_table import parameters_line, records, table
-from guide.widgets.model_source import count_choice, share, source_inputs, source_keys, source_label
+from guide.widgets.model_source import source_label
 
-PREFIX = "ec"
-KEYS = source_keys(PREFIX)
+KEYS = ("ec_model",)
 
 
 def render(ctx: Context) -> None:
-    choice = source_inputs(ctx, PREFIX, default="mistral-7b-v0.1")
-    counted = count_choice(ctx, choice)
-    if counted is not None:
-        st.markdown(f"{source_label(ctx, counted)} {parameters_line(ctx, counted.summary)}.")
-        if counted.reason in ("remote_code", "unknown_type", "no_config"):
-            st.caption(ctx.t("exact_count.from_headers"))
-        headers, cells = table(ctx, rows_for(counted.summary))
-        st.dataframe(records(headers, cells), hide_index=True, key="ec_table")
-        st.caption(ctx.t("estimate_table.note"))
-        if choice.kind != "upload":
-            st.markdown(ctx.t("exact_count.open_estimator", url=estimator_link(ctx, choice.kind, counted.name)))
-    share(ctx, choice, KEYS)
+    inputs = case_inputs(ctx, {"model": "ec_model"}, legacy={"model": "ec_hub"})
+    counted = counted_model(ctx, inputs)
+    st.markdown(f"{source_label(ctx, counted)} {parameters_line(ctx, counted.summary)}.")
+    if counted.reason in ("remote_code", "unknown_type", "no_config"):
+        st.caption(ctx.t("exact_count.from_headers"))
+    headers, cells = table(ctx, rows_for(counted.summary))
+    st.dataframe(records(headers, cells), hide_index=True, key="ec_table")
+    st.caption(ctx.t("estimate_table.note"))
+    if counted.source != "upload":
+        st.markdown(ctx.t("exact_count.open_estimator", url=estimator_link(ctx, counted)))
+    share_box(ctx, KEYS, note=ctx.t("model_source.share_upload") if counted.source == "upload" else None)
 
 
-def estimator_link(ctx: Context, kind: str, name: str) -> str:
-    """The estimator chapter, opened on the same model (a catalog model or a Hub id)."""
-    key = "es_model" if kind == "catalog" else "es_hub"
-    return f"estimator?{urlencode({'lang': ctx.lang, key: name})}#estimate"
+def estimator_link(ctx: Context, model) -> str:
+    """The estimator chapter, opened on the same case (the calculator's own model, if it has one)."""
+    query = {**carried_query(ctx.lang), "model": model.key or model.load_id or model.name}
+    return f"estimator?{urlencode(query, safe='/')}#estimate"
 
 
 WIDGET = Widget(
     name="exact-count",
     render=render,
-    params=(Param("ec_model", "Qwen/Qwen3-30B-A3B"), Param("ec_hub", "google/gemma-2-9b")),
+    params=(Param("ec_model", "Qwen/Qwen3-30B-A3B"),),
 )

@@ -1,46 +1,58 @@
-"""slow-model#precision: memory and expected speed of one model in each precision."""
+"""slow-model#precision: memory and expected speed of the case's model in each precision, on
+the case's GPU, batch and lengths; whether each fits, with the headroom."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.speed import generation
+from calculator.budget import Budget, readings_of
+from calculator.inference import can_generate, inference_memory
+from calculator.speed import forward_pass, generation
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs
 
 KEYS = ("pr_model", "pr_gpu", "pr_prompt", "pr_batch")
-SHOWN = ("float32", "float16", "bfloat16", "int8", "int4")
+SHOWN = ("float32", "float16", "bfloat16", "int8", "int4", "bnb-nf4", "gptq-4bit")
+MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "pr_model", container=c1)
-    gpu = gpu_picker(ctx, "pr_gpu", container=c2)
-    c3, c4 = st.columns(2)
-    prompt = tokens_input(ctx, "batch_size.prompt", "pr_prompt", 1024, container=c3)
-    batch = tokens_input(ctx, "precision.batch", "pr_batch", 1, high=4096, container=c4, step=1)
+    inputs = case_inputs(ctx, {"model": "pr_model", "gpu": "pr_gpu", "prompt": "pr_prompt", "batch": "pr_batch"})
+    model, gpu, batch = inputs.model, inputs.card, inputs.batch
+    generates = can_generate(model.spec)
+    lengths = {"prompt": inputs.prompt, "new_tokens": inputs.new_tokens} if generates else {"context": inputs.prompt}
+    budget = Budget(gpu)
     rows, speeds = [], []
     for dtype in SHOWN:
-        weights = model.summary.total_bytes_at(dtype)
-        run = generation(model.summary, model.spec, gpu, dtype, batch, prompt, 256)
-        speeds.append(run.tokens_per_second)
-        rows.append({
-            ctx.t("common.dtype"): dtype,
-            ctx.t("precision.col_weights"): format_bytes(weights, lang),
-            ctx.t("precision.col_fits"): "✓" if weights <= gpu.memory_bytes else "✗",
-            ctx.t("batch_size.col_ttft"): format_number(run.time_to_first_token * 1000, 1, lang),
-            ctx.t("batch_size.col_throughput"): format_number(run.tokens_per_second, 0, lang),
-        })
+        memory = inference_memory(model.summary, model.spec, batch, dtype=dtype, **lengths)
+        verdict = readings_of(memory, budget).verdict
+        if generates:
+            speed = generation(model.summary, model.spec, gpu, dtype, batch, inputs.prompt, inputs.new_tokens)
+            speeds.append(speed.tokens_per_second)
+            timing = {ctx.t("batch_size.col_ttft"): format_number(speed.time_to_first_token * 1000, 1, lang),
+                      ctx.t("batch_size.col_throughput"): format_number(speed.tokens_per_second, 0, lang)}
+        else:
+            step = forward_pass(model.summary, model.spec, gpu, dtype, batch, inputs.prompt)
+            speeds.append(batch / step.seconds)
+            timing = {ctx.t("batch_size.col_sequences"): format_number(batch / step.seconds, 0, lang)}
+        rows.append({ctx.t("common.dtype"): dtype, ctx.t("precision.col_weights"): format_bytes(memory.weights_bytes, lang),
+                     ctx.t("precision.col_peak"): format_bytes(memory.total_bytes, lang),
+                     ctx.t("precision.col_fits"): MARKS[verdict], **timing})
     st.dataframe(rows, hide_index=True)
-    fig = go.Figure(go.Bar(x=list(SHOWN), y=speeds, marker_color=["#9aa5b1", "#6baed6", "#3366cc", "#2ca02c", "#17becf"]))
-    base_layout(fig, ctx.t("common.dtype"), ctx.t("precision.speed_axis"), lang, height=300)
+    colors = ["#9aa5b1", "#6baed6", "#3366cc", "#2ca02c", "#17becf", "#8c6bb1", "#e6550d"]
+    fig = go.Figure(go.Bar(x=list(SHOWN), y=speeds, marker_color=colors))
+    axis = "precision.speed_axis" if generates else "precision.sequences_axis"
+    base_layout(fig, ctx.t("common.dtype"), ctx.t(axis), lang, height=300)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="pr_chart")
     bf16, int4 = speeds[SHOWN.index("bfloat16")], speeds[SHOWN.index("int4")]
-    st.caption(ctx.t("precision.caption", ratio=format_number(int4 / bf16, 1, lang), gpu=gpu.name))
+    st.caption(ctx.t("precision.caption", ratio=format_number(int4 / bf16, 1, lang), gpu=gpu.name)
+               + " " + ctx.t("precision.marks", batch=batch))
+    if not gpu.has_bf16_tensor_cores:
+        st.info(ctx.t("precision.no_bf16", gpu=gpu.name))
     share_box(ctx, KEYS)
 
 
@@ -50,4 +62,3 @@ WIDGET = Widget(
     params=(Param("pr_model", "meta-llama/Llama-2-13b-hf"), Param("pr_gpu", "NVIDIA H100 SXM"),
             Param("pr_prompt", "128"), Param("pr_batch", "16")),
 )
-

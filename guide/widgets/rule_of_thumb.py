@@ -8,9 +8,10 @@ import streamlit as st
 from calculator.precision import RULE_OF_THUMB_MARGIN, bytes_per_param, parameter_bytes, rule_of_thumb_bytes
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker
+from guide.widgets.common import case_inputs
 
 KEYS = ("rt_params", "rt_dtype")
+DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
 MAX_BILLIONS = 10_000.0  # ten trillion parameters: far beyond any model
 
 
@@ -24,11 +25,15 @@ def plain_number(value: float, lang: str, most: int = 3) -> str:
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    billions = c1.number_input(ctx.t("rule_of_thumb.billions"), min_value=0.001, max_value=MAX_BILLIONS, value=7.0,
-                               step=0.5, format="%g", key="rt_params", bind="query-params",
-                               help=ctx.t("rule_of_thumb.billions_help"))
-    dtype = dtype_picker(ctx, "rt_dtype", container=c2)
+    inputs = case_inputs(ctx, {"dtype": "rt_dtype"}, dtypes=DTYPES)
+    case_billions = inputs.model.summary.parameters / 1e9
+    typed = st.number_input(ctx.t("rule_of_thumb.billions"), min_value=0.001, max_value=MAX_BILLIONS, value=None,
+                            step=0.5, format="%g", key="rt_params", bind="query-params",
+                            placeholder=ctx.t("rule_of_thumb.billions_placeholder", model=inputs.model.name,
+                                              billions=plain_number(round(case_billions, 2), lang)),
+                            help=ctx.t("rule_of_thumb.billions_help"))
+    billions = typed if typed is not None else case_billions
+    dtype = inputs.dtype if inputs.dtype in DTYPES else "bfloat16"
     parameters = max(1, round(billions * 1e9))
     weights = parameter_bytes(parameters, dtype)
     rule = rule_of_thumb_bytes(parameters, dtype)
