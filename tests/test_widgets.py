@@ -8,7 +8,7 @@ import pytest
 
 from guide import chapters
 from guide.markdown import parse, widget_names
-from guide.widgets import registry
+from guide.widgets import URL_FORMS, registry
 from tests.apptest import fingerprint, open_page
 
 WIDGETS = sorted(registry())
@@ -33,7 +33,10 @@ def url_form(at, key: str) -> str | None:
         if finder == at.multiselect:
             return "&".join(widget.options[i] for i in widget.indices)
         if finder == at.selectbox or finder == at.radio:
-            return None if widget.index is None else widget.options[widget.index]  # empty: the page's case
+            if widget.index is None:
+                return None  # empty: the page's case
+            # what the URL holds: the stable value (a label in the reader's language is only shown)
+            return URL_FORMS.get(key, str)(widget.value)
         if finder == at.checkbox:
             return "true" if widget.value else "false"
         value = widget.value

@@ -198,3 +198,33 @@ def counted_model(ctx: Context, inputs: Inputs) -> Model:
     if "model" not in inputs.changed and case is not None and case.headers_model is not None:
         return case.headers_model
     return inputs.model
+
+
+def url_choice(ctx: Context, label: str, key: str, options, labels, default=None, container=st,
+               help: str | None = None):
+    """A choice shown with labels in the reader's language whose URL keeps the stable value
+    (generate, loglikelihood, mixed...): Streamlit's bound selectbox would put the label in the
+    URL, so this one mirrors the URL by hand and writes the value back when it changes. A URL
+    value that is not an option leaves the default (the frame says the link's value was not used)."""
+    options = list(options)
+    default = options[0] if default is None else default
+    raw = st.query_params.get_all(key)
+    marker = f"{key}__url"
+    seen = repr(raw[-1] if raw else None)
+    if st.session_state.get(marker) != seen or key not in st.session_state:
+        st.session_state[key] = raw[-1] if raw and raw[-1] in options else default
+        st.session_state[marker] = seen
+    if st.session_state[key] not in options:  # the options changed (another model): back to the default
+        st.session_state[key] = default
+    return container.selectbox(label, options, key=key, format_func=labels, on_change=_write_choice,
+                               args=(key, default), help=help)
+
+
+def _write_choice(key: str, default) -> None:
+    value = st.session_state.get(key)
+    if value == default:
+        if key in st.query_params:
+            del st.query_params[key]
+    else:
+        st.query_params[key] = str(value)
+    st.session_state[f"{key}__url"] = repr(None if value == default else str(value))

@@ -6,11 +6,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.inference import inference_memory, largest_context
+from calculator.budget import Budget, readings_of
+from calculator.inference import can_generate, inference_memory, largest_context
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, readings_row, tight
 from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
 
 KEYS = ("cm_model", "cm_gpu", "cm_dtype", "cm_batch", "cm_attention", "cm_mode", "cm_kv")
@@ -36,19 +37,16 @@ def context_points(shown: int, marked: int) -> list[int]:
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "cm_model", default="llama-3.1-8b", container=c1)
-    gpu = gpu_picker(ctx, "cm_gpu", default="rtx4090", container=c2)
-    dtype = dtype_picker(ctx, "cm_dtype", container=c3)
-    c4, c5, c6, c7 = st.columns(4)
-    batch = tokens_input(ctx, "oom.batch", "cm_batch", 4, high=4096, container=c4, step=1)
+    inputs = case_inputs(ctx, {"model": "cm_model", "gpu": "cm_gpu", "dtype": "cm_dtype", "batch": "cm_batch"})
+    model, gpu, dtype, batch = inputs.model, inputs.card, inputs.dtype, inputs.batch
+    c5, c6, c7 = st.columns(3)
     attention = attention_picker(ctx, "cm_attention", container=c5)
-    mode = mode_picker(ctx, "cm_mode", container=c6)
+    mode = mode_picker(ctx, "cm_mode", model.spec, container=c6)
     kv_dtype = kv_dtype_picker(ctx, "cm_kv", container=c7)
     spec, summary = model.spec, model.summary
     options = {"dtype": dtype, "kv_dtype": kv_dtype, "attention": attention, "mode": mode}
     span = spec.max_positions or DEFAULT_SPAN
-    capacity = gpu.memory_bytes
+    capacity = Budget(gpu)
     largest = largest_context(summary, spec, capacity, batch, limit=span, **options)
     shown = shown_span(span, largest)
     points = context_points(shown, largest)
@@ -60,7 +58,7 @@ def render(ctx: Context) -> None:
         fig.add_scatter(x=points, y=[getattr(m, field) / GIB for m in memories], name=ctx.t(label),
                         stackgroup="memory", mode="lines", line=dict(color=color))
     fig.update_layout(legend_traceorder="normal")
-    capacity_line(fig, capacity, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, capacity.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     if 0 < largest < span:
         fig.add_vline(x=largest, line_dash="dot", line_color="#2ca02c",
                       annotation_text=ctx.t("context_memory.largest_mark", tokens=format_count(largest, lang)),
@@ -69,17 +67,22 @@ def render(ctx: Context) -> None:
     st.plotly_chart(fig, config={"displayModeBar": False}, key="cm_chart")
     if shown < span:
         st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
-    _verdict(ctx, model, gpu, batch, largest, span, memories[0], options)
+    _verdict(ctx, model, gpu, batch, largest, span, memories[0], options, capacity)
     share_box(ctx, KEYS)
 
 
-def _verdict(ctx: Context, model, gpu, batch: int, largest: int, span: int, shortest, options: dict) -> None:
+def _verdict(ctx: Context, model, gpu, batch: int, largest: int, span: int, shortest, options: dict, budget) -> None:
     lang = ctx.lang
     if not largest:
         st.error(ctx.t("context_memory.none_fits", batch=batch, gpu=gpu.name,
-                       weights=format_bytes(shortest.weights_bytes, lang), capacity=format_bytes(gpu.memory_bytes, lang)))
+                       weights=format_bytes(shortest.weights_bytes, lang),
+                       capacity=format_bytes(budget.usable_bytes, lang)))
         return
     at_edge = inference_memory(model.summary, model.spec, batch, largest, **options)
+    readings_row(ctx, readings_of(at_edge, budget), gpu)
+    beyond = largest_context(model.summary, model.spec, tight(budget), batch, limit=span, **options)
+    if beyond > largest:
+        st.caption(ctx.t("context_memory.tight", tokens=format_count(beyond, lang)))
     if largest >= span:
         st.success(ctx.t("context_memory.all_fit", batch=batch, tokens=format_count(span, lang), gpu=gpu.name,
                          total=format_bytes(at_edge.total_bytes, lang)))

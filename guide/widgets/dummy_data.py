@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.budget import Budget, readings_of
 from calculator.inference import inference_memory
 from calculator.snippets import SNIPPET_DTYPES, dummy_data_snippet
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, readings_row
 from guide.widgets.inference_inputs import attention_picker, mode_picker
 
 KEYS = ("dd_model", "dd_batch", "dd_context", "dd_dtype", "dd_attention", "dd_mode")
@@ -17,14 +18,13 @@ KEYS = ("dd_model", "dd_batch", "dd_context", "dd_dtype", "dd_attention", "dd_mo
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "dd_model", default="llama-3.1-8b", container=c1)
-    batch = tokens_input(ctx, "oom.batch", "dd_batch", 8, high=4096, container=c2, step=1)
-    context = tokens_input(ctx, "dummy_data.context", "dd_context", 4096, container=c3)
-    c4, c5, c6 = st.columns(3)
-    dtype = dtype_picker(ctx, "dd_dtype", container=c4, options=SNIPPET_DTYPES)
+    inputs = case_inputs(ctx, {"model": "dd_model", "batch": "dd_batch", "prompt": "dd_context", "dtype": "dd_dtype"},
+                         dtypes=SNIPPET_DTYPES)
+    model, batch, context = inputs.model, inputs.batch, inputs.context if "prompt" not in inputs.changed else inputs.prompt
+    dtype = inputs.dtype if inputs.dtype in SNIPPET_DTYPES else "bfloat16"
+    c5, c6 = st.columns(2)
     attention = attention_picker(ctx, "dd_attention", container=c5)
-    mode = mode_picker(ctx, "dd_mode", container=c6)
+    mode = mode_picker(ctx, "dd_mode", model.spec, container=c6)
     spec, summary = model.spec, model.summary
     if spec.kind == "vision":
         st.info(ctx.t("dummy_data.vision"))
@@ -33,8 +33,9 @@ def render(ctx: Context) -> None:
     if spec.max_positions and context > spec.max_positions:
         st.warning(ctx.t("dummy_data.beyond_window", context=format_count(context, lang),
                          window=format_count(spec.max_positions, lang)))
+        context = spec.max_positions
     memory = inference_memory(summary, spec, batch, context, dtype, attention=attention, mode=mode)
-    st.metric(ctx.t("dummy_data.predicted"), format_bytes(memory.total_bytes, lang))
+    readings_row(ctx, readings_of(memory, Budget(inputs.card)), inputs.card)
     code = dummy_data_snippet(model.name, summary.architecture, spec.kind, batch, context, dtype,
                               memory.attention_used, mode, memory.total_bytes, lang)
     st.code(code, language="python")

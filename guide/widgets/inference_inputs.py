@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.inference import ATTENTION, MODES
+from calculator.inference import ATTENTION, MODES, can_generate
 from guide.widgets import Context
 
 KV_DTYPES = ("auto", "float16", "bfloat16", "float8", "int8")
@@ -17,14 +17,22 @@ def attention_picker(ctx: Context, key: str, container=st) -> str:
                                help=ctx.t("oom.attention_help"))
 
 
-def mode_picker(ctx: Context, key: str, container=st) -> str:
-    return container.selectbox(ctx.t("oom.mode"), list(MODES), key=key, bind="query-params",
-                               help=ctx.t("oom.mode_help"))
+def mode_picker(ctx: Context, key: str, spec=None, container=st) -> str:
+    """generate first for a model that generates; a model that does not (an encoder, a
+    classifier) runs forward, and its picker offers only what it can run."""
+    from guide.widgets.common import url_choice
+
+    options = list(MODES) if spec is None or can_generate(spec) else ["forward", "loglikelihood"]
+    return url_choice(ctx, ctx.t("oom.mode"), key, options, lambda mode: ctx.t(f"oom.mode_{mode}"),
+                      container=container, help=ctx.t("oom.mode_help"))
 
 
 def kv_dtype_picker(ctx: Context, key: str, container=st) -> str | None:
-    choice = container.selectbox(ctx.t("oom.kv_dtype"), list(KV_DTYPES), key=key, bind="query-params",
-                                 help=ctx.t("oom.kv_dtype_help"))
+    from guide.widgets.common import url_choice
+
+    choice = url_choice(ctx, ctx.t("oom.kv_dtype"), key, KV_DTYPES,
+                        lambda v: ctx.t("oom.kv_auto") if v == "auto" else v, container=container,
+                        help=ctx.t("oom.kv_dtype_help"))
     return None if choice == "auto" else choice
 
 

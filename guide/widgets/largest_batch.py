@@ -6,11 +6,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from calculator.budget import Budget, readings_of
 from calculator.inference import inference_memory, largest_batch
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.inference_inputs import mode_picker
 
 KEYS = ("lb_model", "lb_gpu", "lb_dtype", "lb_longest", "lb_typical", "lb_mode")
@@ -28,16 +29,15 @@ def lengths_between(typical: int, longest: int) -> list[int]:
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "lb_model", default="llama-3.1-8b", container=c1)
-    gpu = gpu_picker(ctx, "lb_gpu", default="a100-80gb", container=c2)
-    dtype = dtype_picker(ctx, "lb_dtype", container=c3)
+    inputs = case_inputs(ctx, {"model": "lb_model", "gpu": "lb_gpu", "dtype": "lb_dtype"})
+    model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
+    window = model.spec.max_positions or 1_048_576
     c4, c5, c6 = st.columns(3)
-    longest = tokens_input(ctx, "largest_batch.longest", "lb_longest", 8192, container=c4)
-    typical = tokens_input(ctx, "largest_batch.typical", "lb_typical", 512, container=c5)
-    mode = mode_picker(ctx, "lb_mode", container=c6)
+    longest = min(tokens_input(ctx, "largest_batch.longest", "lb_longest", min(8192, window), container=c4), window)
+    typical = min(tokens_input(ctx, "largest_batch.typical", "lb_typical", min(512, window), container=c5), window)
+    mode = mode_picker(ctx, "lb_mode", model.spec, container=c6)
     options = {"dtype": dtype, "mode": mode}
-    capacity = gpu.memory_bytes
+    capacity = Budget(gpu)
     lengths = lengths_between(typical, longest)
     batches = [largest_batch(model.summary, model.spec, capacity, t, **options) for t in lengths]
     at_longest, at_typical = batches[lengths.index(longest)], batches[lengths.index(typical)]
@@ -52,10 +52,12 @@ def render(ctx: Context) -> None:
     if not at_longest:
         st.error(ctx.t("largest_batch.none_fits", tokens=format_count(longest, lang), gpu=gpu.name))
     elif typical < longest and at_typical > at_longest:
-        needed = inference_memory(model.summary, model.spec, at_typical, longest, **options).total_bytes
+        needed = readings_of(inference_memory(model.summary, model.spec, at_typical, longest, **options),
+                             capacity).reserved_bytes
         st.warning(ctx.t("largest_batch.trap", found=format_count(at_typical, lang), typical=format_count(typical, lang),
                          longest=format_count(longest, lang), needed=format_bytes(needed, lang),
-                         capacity=format_bytes(capacity, lang), gpu=gpu.name, safe=format_count(at_longest, lang)))
+                         capacity=format_bytes(capacity.usable_bytes, lang), gpu=gpu.name,
+                         safe=format_count(at_longest, lang)))
     else:
         st.success(ctx.t("largest_batch.safe", batch=format_count(at_longest, lang), tokens=format_count(longest, lang),
                          gpu=gpu.name))

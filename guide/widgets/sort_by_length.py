@@ -6,13 +6,14 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from calculator.budget import Budget
 from calculator.inference import largest_context
 from calculator.length_order import MAX_SAMPLES, sample_lengths, simulate
 from calculator.speed import prefill
 from guide.charts import base_layout
 from guide.format import format_count
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.data_parallel import duration
 
 KEYS = ("sl_model", "sl_gpu", "sl_dtype", "sl_batch", "sl_median", "sl_longest", "sl_samples")
@@ -33,18 +34,15 @@ def thinned(padded: tuple[int, ...], ends: tuple[float, ...], stop: int) -> tupl
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "sl_model", default="llama-3.1-8b", container=c1)
-    gpu = gpu_picker(ctx, "sl_gpu", default="rtx4090", container=c2)
-    dtype = dtype_picker(ctx, "sl_dtype", container=c3)
-    c4, c5, c6, c7 = st.columns(4)
-    batch = tokens_input(ctx, "oom.batch", "sl_batch", 8, high=1024, container=c4, step=1)
+    inputs = case_inputs(ctx, {"model": "sl_model", "gpu": "sl_gpu", "dtype": "sl_dtype", "batch": "sl_batch"})
+    model, gpu, dtype, batch = inputs.model, inputs.card, inputs.dtype, inputs.batch
+    c5, c6, c7 = st.columns(3)
     median = tokens_input(ctx, "sort_by_length.median", "sl_median", 400, high=131_072, container=c5, step=50)
     longest = tokens_input(ctx, "sort_by_length.longest", "sl_longest", 6000, high=131_072, container=c6, step=500)
     count = tokens_input(ctx, "sort_by_length.samples", "sl_samples", 50_000, high=MAX_SAMPLES, container=c7, step=1000)
     if median > longest:
         st.info(ctx.t("sort_by_length.median_above_longest"))
-    limit = largest_context(model.summary, model.spec, gpu.memory_bytes, batch, limit=max(longest, 1), dtype=dtype)
+    limit = largest_context(model.summary, model.spec, Budget(gpu), batch, limit=max(longest, 1), dtype=dtype)
     lengths = sample_lengths(count, median, longest)
     runs = simulate(lengths, batch, limit,
                     lambda t: prefill(model.summary, model.spec, gpu, dtype, batch, t).seconds)
