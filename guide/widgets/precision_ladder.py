@@ -6,22 +6,26 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from calculator.budget import Budget
+from calculator.estimate import fit_verdict, weight_rounding
+from calculator.precision import rule_of_thumb_bytes
 from calculator.quantization import ladder
 from calculator.speed import decode_step
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker
+from guide.widgets.common import case_inputs
 
 KEYS = ("ql_model", "ql_gpu")
 COLOURS = ["#9aa5b1", "#3366cc", "#2ca02c", "#17becf"]
+MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "ql_model", container=c1)
-    gpu = gpu_picker(ctx, "ql_gpu", container=c2)
+    inputs = case_inputs(ctx, {"model": "ql_model", "gpu": "ql_gpu"})
+    model, gpu = inputs.model, inputs.card
+    budget = Budget(gpu)
     steps = ladder(model.summary)
     rows, sizes = [], []
     for dtype, size, factor in steps:
@@ -31,13 +35,14 @@ def render(ctx: Context) -> None:
             ctx.t("common.dtype"): dtype,
             ctx.t("quantization.col_weights"): format_bytes(size, lang),
             ctx.t("quantization.col_factor"): f"÷{format_number(factor, 1, lang)}",
-            ctx.t("quantization.col_fits"): "✓" if size <= gpu.memory_bytes else "✗",
+            ctx.t("quantization.col_fits"): MARKS[fit_verdict(size, rule_of_thumb_bytes(model.summary.parameters, dtype),
+                                                              budget, weight_rounding(model.summary, dtype))],
             ctx.t("quantization.col_step"): format_number(step.seconds * 1000, 2, lang),
         })
     st.dataframe(rows, hide_index=True)
     fig = go.Figure(go.Bar(x=[d for d, _, _ in steps], y=[s / GIB for s in sizes], marker_color=COLOURS,
                            text=[format_bytes(s, lang) for s in sizes], textposition="outside"))
-    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     base_layout(fig, ctx.t("common.dtype"), ctx.t("common.memory_axis"), lang, height=320)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="ql_chart")
     bf16 = decode_step(model.summary, model.spec, gpu, "bfloat16", 1, 1024)

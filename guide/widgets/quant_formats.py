@@ -6,27 +6,35 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from calculator.budget import Budget, readings_of
+from calculator.inference import can_generate, inference_memory
 from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES, quantize_all
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker
+from guide.widgets.common import case_inputs
 
-KEYS = ("qz_model", "qz_gpu", "qz_group")
+KEYS = ("qz_model", "qz_gpu", "qz_group", "qz_batch", "qz_prompt", "qz_new")
+MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 FAMILY_COLOURS = {"bf16": "#9aa5b1", "float8": "#8c564b", "bitsandbytes": "#3366cc", "gptq": "#2ca02c",
                   "awq": "#98df8a", "gguf": "#ff7f0e"}
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns([2, 2, 1])
-    model = model_picker(ctx, "qz_model", container=c1)
-    gpu = gpu_picker(ctx, "qz_gpu", container=c2)
-    group = c3.selectbox(ctx.t("quantization.group_size"), list(GROUP_SIZES),
+    inputs = case_inputs(ctx, {"model": "qz_model", "gpu": "qz_gpu", "batch": "qz_batch", "prompt": "qz_prompt",
+                               "new_tokens": "qz_new"})
+    model, gpu = inputs.model, inputs.card
+    group = st.selectbox(ctx.t("quantization.group_size"), list(GROUP_SIZES),
                          index=GROUP_SIZES.index(DEFAULT_GROUP_SIZE), key="qz_group", bind="query-params",
                          help=ctx.t("quantization.group_size_help"))
     results = quantize_all(model.summary, model.spec, group)
-    capacity = gpu.memory_bytes
+    budget = Budget(gpu)
+    lengths = ({"prompt": inputs.prompt, "new_tokens": inputs.new_tokens} if can_generate(model.spec)
+               else {"context": inputs.prompt})
+    peaks = {r.format: inference_memory(model.summary, model.spec, inputs.batch, dtype=r.format if r.family != "bf16"
+                                        else "bfloat16", group_size=group, **lengths) for r in results}
+    verdicts = {name: readings_of(memory, budget).verdict for name, memory in peaks.items()}
     rows = []
     for r in results:
         rows.append({
@@ -36,23 +44,29 @@ def render(ctx: Context) -> None:
             ctx.t("quantization.col_kept"): format_bytes(r.kept_bytes + r.buffers_bytes, lang),
             ctx.t("quantization.col_total"): format_bytes(r.total_bytes, lang),
             ctx.t("quantization.col_real_bits"): format_number(r.bits_per_parameter, 2, lang),
-            ctx.t("quantization.col_fits"): "✓" if r.total_bytes <= capacity else "✗",
+            ctx.t("quantization.col_peak"): format_bytes(peaks[r.format].total_bytes, lang),
+            ctx.t("quantization.col_fits"): MARKS[verdicts[r.format]],
             ctx.t("quantization.col_source"): layout_source(ctx, r.format, r.family),
         })
     st.dataframe(rows, hide_index=True)
     fig = go.Figure(go.Bar(x=[r.format for r in results], y=[r.total_bytes / GIB for r in results],
                            marker_color=[FAMILY_COLOURS[r.family] for r in results]))
     fig.update_xaxes(type="category")
-    capacity_line(fig, capacity, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     base_layout(fig, ctx.t("quantization.col_format"), ctx.t("common.memory_axis"), lang, height=340)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="qz_chart")
-    fitting = [r.format for r in results if r.total_bytes <= capacity]
+    fitting = [r.format for r in results if verdicts[r.format] == "fits"]
+    tight = [r.format for r in results if verdicts[r.format] == "tight"]
+    run = ctx.t("quantization.run_of", batch=inputs.batch, tokens=format_number(peaks[results[0].format].context, 0, lang))
     if not fitting:
-        st.error(ctx.t("quantization.none_fit", gpu=gpu.name, smallest=format_bytes(min(r.total_bytes for r in results), lang)))
+        st.error(ctx.t("quantization.none_fit", gpu=gpu.name, smallest=format_bytes(min(r.total_bytes for r in results), lang))
+                 + " " + run)
     elif len(fitting) == len(results):
-        st.success(ctx.t("quantization.all_fit", gpu=gpu.name))
+        st.success(ctx.t("quantization.all_fit", gpu=gpu.name) + " " + run)
     else:
-        st.info(ctx.t("quantization.some_fit", gpu=gpu.name, formats=", ".join(fitting)))
+        st.info(ctx.t("quantization.some_fit", gpu=gpu.name, formats=", ".join(fitting)) + " " + run)
+    if tight:
+        st.caption(ctx.t("quantization.tight", formats=", ".join(tight)))
     bnb = next(r for r in results if r.format == "bnb-nf4")
     gguf = next(r for r in results if r.format == "Q4_K")
     notes = [ctx.t("quantization.kept_note", kept=format_bytes(bnb.kept_bytes, lang),
