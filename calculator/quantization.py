@@ -91,6 +91,17 @@ def is_format(name: object) -> bool:
     return isinstance(name, str) and name.strip().lower() in {f.key.lower() for f in FORMATS if f.family != "bf16"}
 
 
+def storage_dtype(name: str) -> str:
+    """The plain dtype whose size a format's weights have (for calculators that price dtypes
+    only): 8-bit formats as int8 or float8, 4-bit ones as int4; a dtype stays itself."""
+    if not is_format(name):
+        return name
+    fmt = quant_format(name)
+    if fmt.nominal_bits >= 8:
+        return "float8" if fmt.family == "float8" else "int8"
+    return "int4"
+
+
 def quant_format(key: str) -> QuantFormat:
     for fmt in FORMATS:
         if fmt.key.lower() == str(key).strip().lower():

@@ -5,25 +5,26 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.budget import Budget, reserved_bytes
 from calculator.parallel import MAX_STAGES, pipeline_split, tied_head_copy_bytes
+from calculator.quantization import storage_dtype
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, tokens_input
 
 KEYS = ("pp_model", "pp_gpu", "pp_dtype", "pp_gpus")
 KINDS = ("embedding", "layers", "head", "other")
+MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "pp_model", default="llama-3.1-70b", container=c1)
-    gpu = gpu_picker(ctx, "pp_gpu", default="a100-40gb", container=c2)
-    c3, c4 = st.columns(2)
-    dtype = dtype_picker(ctx, "pp_dtype", container=c3)
+    inputs = case_inputs(ctx, {"model": "pp_model", "gpu": "pp_gpu", "dtype": "pp_dtype"})
+    model, gpu, dtype = inputs.model, inputs.card, storage_dtype(inputs.dtype)
+    budget = Budget(gpu)
     units = len(model.summary.units)
-    gpus = tokens_input(ctx, "parallelism.gpus", "pp_gpus", 4, high=MAX_STAGES, container=c4, step=1)
+    gpus = tokens_input(ctx, "parallelism.gpus", "pp_gpus", 4, high=MAX_STAGES, step=1)
     if gpus > units:
         st.warning(ctx.t("parallelism.too_many_stages", gpus=gpus, units=units))
         gpus = units
@@ -32,7 +33,7 @@ def render(ctx: Context) -> None:
     parts = {ctx.t(f"parallelism.kind_{kind}"): [s.kinds.get(kind, 0) for s in stages] for kind in KINDS}
     parts = {name: values for name, values in parts.items() if any(values)}
     fig = stacked_memory(labels, parts, ctx.t("parallelism.gpu_axis"), ctx.t("common.memory_axis"), lang)
-    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="pp_chart")
     st.dataframe([{
         ctx.t("parallelism.col_gpu"): label,
@@ -40,14 +41,16 @@ def render(ctx: Context) -> None:
         ctx.t("parallelism.col_to"): s.last,
         ctx.t("parallelism.col_units"): s.units,
         ctx.t("parallelism.col_bytes"): format_bytes(s.bytes, lang),
-        ctx.t("parallelism.col_fits"): "✓" if s.bytes <= gpu.memory_bytes else "✗",
+        ctx.t("parallelism.col_fits"): MARKS[budget.verdict_for(reserved_bytes(s.bytes, s.bytes))],
     } for label, s in zip(labels, stages)], hide_index=True)
     largest = max(stages, key=lambda s: s.bytes)
     total = model.summary.total_bytes_at(dtype)
     message = ctx.t("parallelism.split_summary", total=format_bytes(total, lang), gpus=gpus,
                     largest=format_bytes(largest.bytes, lang), gpu=largest.gpu,
                     even=format_bytes(total // gpus, lang))
-    (st.success if largest.bytes <= gpu.memory_bytes else st.error)(message)
+    verdict = budget.verdict_for(reserved_bytes(largest.bytes, largest.bytes))
+    {"fits": st.success, "tight": st.warning, "too_big": st.error}[verdict](message)
+    st.caption(ctx.t("parallelism.weights_only", usable=format_bytes(budget.usable_bytes, lang), gpu=gpu.name))
     copy = tied_head_copy_bytes(model.summary, model.spec, dtype)
     if copy and gpus > 1:
         st.caption(ctx.t("parallelism.tied_note", bytes=format_bytes(copy, lang)))

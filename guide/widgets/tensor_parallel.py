@@ -5,26 +5,25 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.budget import Budget, reserved_bytes
 from calculator.errors import CalculatorError
+from calculator.quantization import storage_dtype
 from calculator.parallel import TP_DEGREES, communication_seconds, links_for, tensor_parallel
 from calculator.speed import prefill
 from guide.format import format_bytes, format_number, format_percent
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs
 
 KEYS = ("tp_model", "tp_gpu", "tp_dtype", "tp_degree", "tp_tokens")
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "tp_model", default="llama-3.1-70b", container=c1)
-    gpu = gpu_picker(ctx, "tp_gpu", default="h100", container=c2)
-    c3, c4, c5 = st.columns(3)
-    dtype = dtype_picker(ctx, "tp_dtype", container=c3)
-    degree = c4.selectbox(ctx.t("parallelism.degree"), list(TP_DEGREES), index=TP_DEGREES.index(8), key="tp_degree",
+    inputs = case_inputs(ctx, {"model": "tp_model", "gpu": "tp_gpu", "dtype": "tp_dtype", "prompt": "tp_tokens"})
+    model, gpu, dtype = inputs.model, inputs.card, storage_dtype(inputs.dtype)
+    degree = st.selectbox(ctx.t("parallelism.degree"), list(TP_DEGREES), index=TP_DEGREES.index(8), key="tp_degree",
                           bind="query-params", help=ctx.t("parallelism.degree_help"))
-    tokens = tokens_input(ctx, "parallelism.tokens", "tp_tokens", 2048, high=1_048_576, container=c5)
+    tokens = inputs.batch * inputs.prompt if "prompt" not in inputs.changed else inputs.prompt
     try:
         result = tensor_parallel(model.summary, model.spec, dtype, degree, tokens)
     except CalculatorError as error:
@@ -35,9 +34,9 @@ def render(ctx: Context) -> None:
     m1.metric(ctx.t("parallelism.per_gpu"), format_bytes(result.per_gpu_bytes, lang))
     m2.metric(ctx.t("parallelism.replicated"), format_bytes(result.replicated_bytes, lang))
     m3.metric(ctx.t("parallelism.one_gpu"), format_bytes(result.total_bytes, lang))
-    fits = result.per_gpu_bytes <= gpu.memory_bytes
-    (st.success if fits else st.error)(ctx.t("parallelism.tp_fits" if fits else "parallelism.tp_too_big",
-                                             gpu=gpu.name, t=degree))
+    verdict = Budget(gpu).verdict_for(reserved_bytes(result.per_gpu_bytes, result.per_gpu_bytes))
+    {"fits": st.success, "tight": st.warning, "too_big": st.error}[verdict](
+        ctx.t(f"parallelism.tp_{verdict}", gpu=gpu.name, t=degree))
     st.dataframe([{
         ctx.t("parallelism.col_matrix"): m.name,
         ctx.t("parallelism.col_shape"): f"{m.in_features} × {m.out_features}",
