@@ -18,7 +18,7 @@ from guide.case import (CASE_PARAMS, CHOICES, WHOLE_NUMBERS, Case, ResolvedCase,
 from guide.format import escape_markdown, format_bytes
 from guide.i18n import t
 
-WIDE = {"model": 3}  # column widths in the bar (others: 1)
+WIDE = {"model": 3, "gpu": 3, "dtype": 2}  # column widths in the bar (others: 2)
 
 
 def current_query() -> dict[str, list[str]]:
@@ -30,7 +30,7 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
     case, refused, present = read_case(current_query(), defaults)
     with st.container(key="case-bar", border=True):
         st.caption(t("case.title"))
-        columns = st.columns([WIDE.get(name, 1) for name in fields])
+        columns = st.columns([WIDE.get(name, 2) for name in fields])
         for column, name in zip(columns, fields):
             with column:
                 _input(name, case.value(name), lang)

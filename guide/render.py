@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from functools import cache, lru_cache
 import html
+import json
 from pathlib import Path
+import re
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -14,6 +16,7 @@ from guide import chapters
 from guide.case_bar import carried_query, case_bar
 from guide.chapters import Chapter
 from guide.format import escape_markdown
+from calculator.messages import catalog, text
 from guide.i18n import LANGUAGE_NAMES, current_language, remember_language, t
 from guide.markdown import ChapterList, Heading, Text, WidgetSlot, localize_links, parse
 from guide.widgets import Context, render_widget
@@ -69,9 +72,28 @@ def render_page(slug: str) -> None:
     st.html(SCROLL_SCRIPT, unsafe_allow_javascript=True)
 
 
+def streamlit_translations(lang: str) -> list[tuple[str, str]]:
+    """(regular expression, replacement) for each string Streamlit's front end shows in
+    English (content/ui/<lang>/streamlit.toml), for assets/frame.html to rewrite on the page."""
+    if lang == "en":
+        return []
+    pairs = []
+    for key, english in catalog("en").items():
+        if key.startswith("streamlit."):
+            names = re.findall(r"\{(\w+)\}", english)
+            pattern = "^" + re.sub(r"\\\{(\w+)\\\}", "(.*)", re.escape(english)) + "$"
+            replacement = text(key, lang)
+            for index, name in enumerate(names, start=1):
+                replacement = replacement.replace("{" + name + "}", f"${index}")
+            pairs.append((pattern, replacement))
+    return pairs
+
+
 def _frame(chapter: Chapter, lang: str, blocks) -> None:
     st.html(STYLE)
-    data = f'<div hidden data-guide-missing-section="{html.escape(t("frame.unknown_section"))}"></div>'
+    data = (f'<div hidden data-guide-missing-section="{html.escape(t("frame.unknown_section"))}" '
+            f'data-guide-translate="{html.escape(json.dumps(streamlit_translations(lang), ensure_ascii=False))}">'
+            '</div>')
     st.html(data + _asset(FRAME_SCRIPT), unsafe_allow_javascript=True)
     with st.sidebar:
         st.markdown(f"**{t('frame.guide_title')}**")

@@ -179,8 +179,8 @@ def readings_row(ctx: Context, readings, card: Gpu | None) -> None:
     columns[2].metric(ctx.t("readings.nvidia_smi"), format_bytes(readings.nvidia_smi_bytes, lang),
                       help=ctx.t("readings.nvidia_smi_help"))
     if card is not None:
-        columns[3].metric(ctx.t("readings.usable", gpu=card.name), format_bytes(readings.usable_bytes, lang),
-                          help=ctx.t("readings.usable_help", total=format_bytes(card.total_bytes, lang),
+        columns[3].metric(ctx.t("readings.usable"), format_bytes(readings.usable_bytes, lang),
+                          help=ctx.t("readings.usable_help", gpu=card.name, total=format_bytes(card.total_bytes, lang),
                                      context=format_bytes(card.context_bytes, lang),
                                      headroom=format_bytes(readings.headroom_bytes, lang)))
     st.caption(ctx.t("readings.explain"))
