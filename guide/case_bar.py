@@ -63,11 +63,10 @@ def carried_query(lang: str) -> dict[str, str]:
 # -- inputs ---------------------------------------------------------------------------------
 
 def _input(name: str, value, lang: str) -> None:
-    """One input mirroring the URL's value; a change writes it back to the URL."""
-    key, marker = f"case_{name}", f"case_{name}__url"
-    if st.session_state.get(marker) != repr(value) or key not in st.session_state:
-        st.session_state[key] = value
-        st.session_state[marker] = repr(value)
+    """One input mirroring the URL's value; a change writes it back to the URL (in its
+    callback, before the rerun), so the URL's value is always the one to show."""
+    key = f"case_{name}"
+    st.session_state[key] = value
     label, help_text = t(f"case.{name}"), t(f"case.{name}_help")
     common = dict(key=key, on_change=_write, args=(name,), help=help_text)
     if name == "model":
@@ -96,7 +95,6 @@ def _write(name: str) -> None:
         entry = catalog.find(str(value))
         value = entry.key if entry else str(value).strip()
     st.query_params[name] = str(int(value) if name in WHOLE_NUMBERS else value)
-    st.session_state[f"case_{name}__url"] = repr(int(value) if name in WHOLE_NUMBERS else value)
 
 
 def _model_label(value) -> str:

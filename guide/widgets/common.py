@@ -209,13 +209,7 @@ def url_choice(ctx: Context, label: str, key: str, options, labels, default=None
     options = list(options)
     default = options[0] if default is None else default
     raw = st.query_params.get_all(key)
-    marker = f"{key}__url"
-    seen = repr(raw[-1] if raw else None)
-    if st.session_state.get(marker) != seen or key not in st.session_state:
-        st.session_state[key] = raw[-1] if raw and raw[-1] in options else default
-        st.session_state[marker] = seen
-    if st.session_state[key] not in options:  # the options changed (another model): back to the default
-        st.session_state[key] = default
+    st.session_state[key] = raw[-1] if raw and raw[-1] in options else default
     return container.selectbox(label, options, key=key, format_func=labels, on_change=_write_choice,
                                args=(key, default), help=help)
 
@@ -227,4 +221,3 @@ def _write_choice(key: str, default) -> None:
             del st.query_params[key]
     else:
         st.query_params[key] = str(value)
-    st.session_state[f"{key}__url"] = repr(None if value == default else str(value))
