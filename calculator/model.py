@@ -189,7 +189,7 @@ def _hub_remote(repo: str, model_class: str) -> Model:
 
 def _hub(repo: str, model_class: str, read_headers: bool, progress: Progress) -> Model:
     with progress("fetching", repo):
-        config, error = _hub_answers.get(("config", repo), lambda: fetch_config(repo))
+        config, error = _hub_answers.get(("config", _endpoint(), repo), lambda: fetch_config(repo))
     if error is not None and not (read_headers and error[0] == "hub_no_config"):
         raise CalculatorError(error[0], **error[1])
     reason = "no_config" if config is None else header_count_reason(config)
@@ -198,7 +198,7 @@ def _hub(repo: str, model_class: str, read_headers: bool, progress: Progress) ->
     from .safetensors import read_headers as read
 
     with progress("reading_headers", repo):
-        stored, header_error = _hub_answers.get(("headers", repo), lambda: read(repo))
+        stored, header_error = _hub_answers.get(("headers", _endpoint(), repo), lambda: read(repo))
     if header_error is not None and reason != "quantized":
         if header_error[0] == "no_safetensors":  # say both halves: why headers, and none
             raise CalculatorError(f"{reason}_no_safetensors", repo=repo,
@@ -213,6 +213,13 @@ def _hub(repo: str, model_class: str, read_headers: bool, progress: Progress) ->
     summary = stored.summary(architecture, model_type)
     return Model(repo, "safetensors", summary, None, traits_from_config(config, model_type),
                  json.dumps(config, sort_keys=True) if config else "", load_id=repo, headers=stored, reason=reason)
+
+
+def _endpoint() -> str:
+    """The Hub asked (HF_ENDPOINT): answers of one Hub are not answers of another."""
+    import os
+
+    return os.environ.get("HF_ENDPOINT", "")
 
 
 def _with_headers(model: Model, headers, reason: str) -> Model:

@@ -140,8 +140,8 @@ def _model_line(resolved, fallback: Model) -> None:
     model, error, upload = resolved
     if error is not None:
         params = {key: escape_markdown(value, 160) for key, value in error.params.items()}
-        st.error(t(f"error.{error.code}", **params) + " " + t("case.default_stands_in", model=model.name),
-                 icon=":material/error:")
+        st.error(t(f"error.{error.code}", **params), icon=":material/error:")
+        st.caption(t("case.default_stands_in", model=model.name))
         return
     if model.spec is None:
         st.warning(t("case.headers_only", name=escape_markdown(model.name, 120), model=fallback.name),

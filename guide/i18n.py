@@ -32,5 +32,5 @@ def remember_language(lang: str) -> str | None:
     return asked if asked not in (None, lang) else None
 
 
-def t(key: str, **params: object) -> str:
+def t(key: str, /, **params: object) -> str:
     return text(key, current_language(), **params)

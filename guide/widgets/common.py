@@ -73,6 +73,7 @@ class Inputs:
     optimizer: str
     checkpointing: str
     changed: tuple[str, ...] = ()  # the fields this calculator changed
+    failed: tuple[str, ...] = ()  # the fields this calculator was given but could not use (a Hub id offline)
 
     @property
     def context(self) -> int:
@@ -82,11 +83,13 @@ class Inputs:
 OVERRIDE_NUMBERS = {"batch": 4096, "prompt": 1_048_576, "new_tokens": 1_048_576, "sequence": 1_048_576}
 
 
-def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[str, str] | None = None) -> Inputs:
+def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[str, str] | None = None,
+                headers: bool = False) -> Inputs:
     """The page's case, and an expander where the reader may change some of it for this
     calculator only. `keys` maps case fields to this calculator's URL keys ({"gpu": "cm_gpu"});
     a key left empty follows the page's case. `dtypes`: the precisions this calculator offers.
-    `legacy`: older URL keys still read for a field (links pasted before the case existed)."""
+    `legacy`: older URL keys still read for a field (links pasted before the case existed).
+    `headers`: a counting calculator, which takes a checkpoint only its safetensors headers count."""
     base = _base_inputs(ctx)
     present = [key for key in keys.values() if st.query_params.get_all(key)]
     values, changed = {}, []
@@ -103,12 +106,14 @@ def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[st
         old = st.query_params.get_all(key)
         if name not in values and old and old[-1].strip():
             values[name], changed = old[-1].strip(), changed + [name]
+    failed = ()
     if "model" in values:
-        values["model"] = _local_model(ctx, values["model"], base.model)
+        values["model"] = _local_model(ctx, values["model"], base.model, headers)
         if values["model"] is base.model:
             changed.remove("model")
             del values["model"]
-    return replace(base, **values, changed=tuple(changed))
+            failed = ("model",)
+    return replace(base, **values, changed=tuple(changed), failed=failed)
 
 
 def _base_inputs(ctx: Context) -> Inputs:
@@ -150,17 +155,22 @@ def _override(ctx: Context, name: str, key: str, current, dtypes):
                         format_func=lambda v, n=name: ctx.t(f"case.{n}_{v}"), placeholder=f"{same} {current}")
 
 
-def _local_model(ctx: Context, name: str, fallback: Model) -> Model:
+def _local_model(ctx: Context, name: str, fallback: Model, headers: bool = False) -> Model:
     """A model this calculator alone uses: a catalog model or a Hub id, through the model seam."""
     from calculator.errors import CalculatorError
     from calculator.model import resolve
     from guide.format import escape_markdown
 
     try:
-        model = resolve(name, hub_id=catalog.find(name) is None)
+        model = resolve(name, hub_id=catalog.find(name) is None, read_headers=headers,
+                        progress=lambda step, repo: st.spinner(ctx.t(f"model_source.{step}", name=escape_markdown(repo),
+                                                                     repo=escape_markdown(repo)), show_time=True))
     except CalculatorError as error:
         params = {k: escape_markdown(v, 160) for k, v in error.params.items()}
         st.error(ctx.t(f"error.{error.code}", **params), icon=":material/error:")
+        return fallback
+    if model.spec is None and not headers:  # only its safetensors headers count it: a calculator needs its shape
+        st.error(ctx.t("case.headers_only", name=escape_markdown(model.name, 120), model=fallback.name))
         return fallback
     return model
 
@@ -191,13 +201,17 @@ def tight(budget):
     return replace(budget, headroom_share=0.0)
 
 
-def counted_model(ctx: Context, inputs: Inputs) -> Model:
+def counted_model(ctx: Context, inputs: Inputs) -> Model | None:
     """The model a counting calculator shows: the calculator's own, else the case's, including
-    a checkpoint only its safetensors headers could count (the estimator and exact count show it)."""
+    a checkpoint only its safetensors headers could count (the estimator and exact count show
+    it). None when the reader's model could not be read: the bar says why, and a table of the
+    default model would pass for theirs."""
     case = ctx.case
-    if "model" not in inputs.changed and case is not None and case.headers_model is not None:
-        return case.headers_model
-    return inputs.model
+    if "model" in inputs.changed or case is None:
+        return inputs.model
+    if case.model_error is not None:
+        return None
+    return case.headers_model or inputs.model
 
 
 def url_choice(ctx: Context, label: str, key: str, options, labels, default=None, container=st,

@@ -27,7 +27,10 @@ OTHER_GPUS = ("a100-80gb",)  # compared with the case's GPU unless the reader pi
 
 
 def render(ctx: Context) -> None:
-    inputs = case_inputs(ctx, {"model": "es_model"}, legacy={"model": "es_hub"})
+    inputs = case_inputs(ctx, {"model": "es_model"}, legacy={"model": "es_hub"}, headers=True)
+    if inputs.failed:  # the model asked for could not be read: its message is shown, no other table
+        share_box(ctx, KEYS)
+        return
     cards = gpus()
     c1, c2 = st.columns(2)
     dtypes = c1.multiselect(ctx.t("estimator.dtypes"), list(DTYPES), default=list(DEFAULT_DTYPES), key="es_dtypes",
@@ -39,12 +42,16 @@ def render(ctx: Context) -> None:
                             help=ctx.t("estimator.gpus_help", gpu=inputs.card.name), wrap=True)
     base = st.checkbox(ctx.t("estimator.base"), value=False, key="es_base", bind="query-params",
                        help=ctx.t("estimator.base_help"))
-    counted = with_class(ctx, counted_model(ctx, inputs), "base" if base else "auto")
+    counted = counted_model(ctx, inputs)
+    counted = with_class(ctx, counted, "base" if base else "auto") if counted is not None else None
     if counted is not None:
         if not dtypes:
             st.info(ctx.t("estimator.no_dtypes"))
         else:
-            compared = [inputs.card] + [cards[k] for k in picked if k != inputs.card.key]
+            # a link that names its GPUs gets exactly those; otherwise the case's GPU comes first
+            chosen = st.query_params.get_all("es_gpus")
+            compared = [cards[k] for k in picked] if chosen else \
+                [inputs.card] + [cards[k] for k in picked if k != inputs.card.key]
             _results(ctx, counted, [d for d in DTYPES if d in dtypes], compared, base)
     share_box(ctx, KEYS, note=ctx.t("model_source.share_upload") if counted and counted.source == "upload" else None)
 
@@ -132,12 +139,14 @@ def _fit(ctx: Context, rows, cards, summary) -> None:
     """Does each precision load on each GPU (the memory a process gets, with the headroom):
     a table with the three readings of the loaded weights, and a chart of the totals."""
     lang = ctx.lang
-    fits = []
+    fits, loaded = [], []
     for row in rows:
         readings = load_readings(summary, row.dtype)
-        line = {ctx.t("estimate_table.col_dtype"): row.dtype,
-                ctx.t("readings.reserved"): format_bytes(readings.reserved_bytes, lang),
-                ctx.t("readings.nvidia_smi"): format_bytes(readings.nvidia_smi_bytes, lang)}
+        loaded.append({ctx.t("estimate_table.col_dtype"): row.dtype,
+                       ctx.t("readings.allocated"): format_bytes(readings.allocated_bytes, lang),
+                       ctx.t("readings.reserved"): format_bytes(readings.reserved_bytes, lang),
+                       ctx.t("readings.nvidia_smi"): format_bytes(readings.nvidia_smi_bytes, lang)})
+        line = {ctx.t("estimate_table.col_dtype"): row.dtype}
         for card in cards:
             verdict = fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, Budget(card),
                                   weight_rounding(summary, row.dtype))
@@ -145,6 +154,8 @@ def _fit(ctx: Context, rows, cards, summary) -> None:
         fits.append(line)
     st.dataframe(fits, hide_index=True, key="es_fits")
     st.caption(ctx.t("estimator.fit_note"))
+    st.dataframe(loaded, hide_index=True, key="es_readings")
+    st.caption(ctx.t("readings.explain"))
     fig = go.Figure()
     fig.add_bar(x=[r.dtype for r in rows], y=[r.total_bytes / GIB for r in rows], name=ctx.t("estimator.bar_total"),
                 marker_color="#3366cc")

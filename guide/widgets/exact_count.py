@@ -19,8 +19,14 @@ KEYS = ("ec_model",)
 
 
 def render(ctx: Context) -> None:
-    inputs = case_inputs(ctx, {"model": "ec_model"}, legacy={"model": "ec_hub"})
+    inputs = case_inputs(ctx, {"model": "ec_model"}, legacy={"model": "ec_hub"}, headers=True)
+    if inputs.failed:  # the model asked for could not be read: its message is shown, no other table
+        share_box(ctx, KEYS)
+        return
     counted = counted_model(ctx, inputs)
+    if counted is None:
+        share_box(ctx, KEYS)
+        return
     st.markdown(f"{source_label(ctx, counted)} {parameters_line(ctx, counted.summary)}.")
     if counted.reason in ("remote_code", "unknown_type", "no_config"):
         st.caption(ctx.t("exact_count.from_headers"))
