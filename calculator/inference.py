@@ -17,6 +17,7 @@ from .activations import Phase, forward_phases
 from .architecture import ArchSpec
 from .errors import CalculatorError
 from .precision import FLOAT_DTYPES, bytes_per_param, normalize_dtype
+from .search import largest_fitting  # noqa: F401 (also imported from here)
 from .summary import ModelSummary
 
 ATTENTION = ("sdpa", "eager")
@@ -134,21 +135,6 @@ def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context:
     activations, phase = _activation(spec, batch, context, dtype, attention, mode, cache_dtype)
     return InferenceMemory(weights, kv, activations, weights + kv + activations, batch, context,
                            dtype, cache_dtype, attention, mode, attention if spec.sdpa else "eager", phase.name)
-
-
-def largest_fitting(capacity: int, total_for, high: int) -> int:
-    """The largest n in 1..high with total_for(n) <= capacity (0 if none): total_for grows
-    with n, so a binary search."""
-    if total_for(1) > capacity:
-        return 0
-    low, top = 1, high
-    while low < top:
-        mid = (low + top + 1) // 2
-        if total_for(mid) <= capacity:
-            low = mid
-        else:
-            top = mid - 1
-    return low
 
 
 def largest_batch(summary, spec, capacity: int, context: int, **options) -> int:

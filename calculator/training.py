@@ -38,6 +38,7 @@ import re
 from .architecture import ArchSpec
 from .errors import CalculatorError
 from .families import ModelTraits, traits_from_config
+from .search import first_where, largest_fitting
 from .summary import Linear, ModelSummary
 
 # Choices, written as they appear in URLs and on the command line (language-neutral).
@@ -1037,8 +1038,6 @@ def _front_trainable(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup
 def largest_micro_batch(summary: ModelSummary, spec: ArchSpec, capacity: int, setup: TrainingSetup = TrainingSetup(),
                         layout: Layout = Layout(), traits: ModelTraits | None = None, high: int = 4096) -> int:
     """The largest micro-batch whose peak fits in `capacity` bytes per GPU (0: not even one)."""
-    from .inference import largest_fitting
-
     check_setup(setup)
     return largest_fitting(capacity, lambda batch: training_memory(
         summary, spec, replace(setup, micro_batch=batch), layout, traits).total_bytes, high)
@@ -1105,14 +1104,7 @@ def fewest_gpus(summary: ModelSummary, spec: ArchSpec, capacity: int, strategy: 
     def memory(n: int) -> TrainingMemory:
         return training_memory(summary, spec, setup, strategy_layout(strategy, n, spec), traits)
 
-    low, high, found = 0, len(counts) - 1, None
-    while low <= high:
-        middle = (low + high) // 2
-        result = memory(counts[middle])
-        if result.total_bytes <= capacity:
-            found, high = (counts[middle], result), middle - 1
-        else:
-            low = middle + 1
+    found = first_where(counts, memory, lambda result: result.total_bytes <= capacity)
     tried = counts[-1] if counts else 0
     if found is None:
         return GpuCount(strategy, 0, None, tried)
