@@ -32,7 +32,8 @@ The package follows the steps of that computation, one module each:
   layout of the GPUs, and the checks;
 - tensors: the trainable tensors and what the optimizer keeps for them;
 - quantized: QLoRA's NF4 base and the largest single module;
-- activations: what a micro-batch keeps for the backward pass;
+- layer_tensors: the tensors one layer keeps for the backward pass, block by block;
+- activations: what a micro-batch keeps, and the moments of a layer's backward pass;
 - peak: model states per GPU and the peak of one step;
 - inverse: the largest micro-batch, the fewest GPUs, the rule of thumb.
 
@@ -45,12 +46,11 @@ All sizes in bytes. Pure Python: nothing here imports torch.
 from __future__ import annotations
 
 from ..families import ModelTraits, traits_from_config
-from .activations import (
-    ACTIVATION_KEEPS, ActivationModel, Moment, Saved, activation_model, layer_activation_bytes,
-)
+from .activations import ActivationModel, Moment, activation_model, layer_activation_bytes
 from .inverse import (
     GpuCount, candidate_gpu_counts, fewest_gpus, largest_micro_batch, rule_of_thumb_bytes, strategy_layout,
 )
+from .layer_tensors import ACTIVATION_KEEPS, Saved
 from .peak import TrainingMemory, model_traits_default, training_memory
 from .quantized import NF4_BLOCK, NF4_SCALE_BLOCK, largest_module_parameters, nf4_bytes, quantized_base_bytes
 from .setup import (
