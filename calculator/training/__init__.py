@@ -50,7 +50,7 @@ from .activations import ActivationModel, Moment, activation_model, layer_activa
 from .inverse import (
     GpuCount, candidate_gpu_counts, fewest_gpus, largest_micro_batch, rule_of_thumb_bytes, strategy_layout,
 )
-from .layer_tensors import ACTIVATION_KEEPS, Saved
+from .layer_tensors import ACTIVATION_KEEPS, LAYER_GROUPS, ROLES, SITES, Saved
 from .peak import TrainingMemory, model_traits_default, training_memory
 from .quantized import NF4_BLOCK, NF4_SCALE_BLOCK, largest_module_parameters, nf4_bytes, quantized_base_bytes
 from .setup import (
@@ -75,7 +75,8 @@ __all__ = [
     # quantized
     "NF4_BLOCK", "NF4_SCALE_BLOCK", "nf4_bytes", "quantized_base_bytes", "largest_module_parameters",
     # activations
-    "ACTIVATION_KEEPS", "Saved", "Moment", "ActivationModel", "activation_model", "layer_activation_bytes",
+    "ACTIVATION_KEEPS", "ROLES", "SITES", "LAYER_GROUPS", "Saved", "Moment", "ActivationModel", "activation_model",
+    "layer_activation_bytes",
     # peak
     "TrainingMemory", "model_traits_default", "training_memory",
     # inverse

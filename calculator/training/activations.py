@@ -11,7 +11,7 @@ from ..architecture import ArchSpec
 from ..families import ModelTraits
 from ..summary import ModelSummary
 from .layer_tensors import (
-    Saved, _adapted, _Adapted, _adapter_tensors, _attention_tensors, _Dims, _dims, _dropout_tensors,
+    NORM_ROLES, Saved, _adapted, _Adapted, _adapter_tensors, _attention_tensors, _Dims, _dims, _dropout_tensors,
     _feed_forward_tensors, _norm_tensors,
 )
 from .setup import TrainingSetup, _layer_count
@@ -74,11 +74,11 @@ class ActivationModel:
 
     @property
     def loss_saved(self) -> int:
-        return sum(s.bytes for s in self.head if s.name.startswith("loss"))
+        return sum(s.bytes for s in self.head if s.role == "loss")
 
     @property
     def labels_saved(self) -> int:
-        return sum(s.bytes for s in self.head if s.name == "labels")
+        return sum(s.bytes for s in self.head if s.role == "labels")
 
 
 def _readers(summary: ModelSummary, spec: ArchSpec) -> tuple[int, int]:
@@ -108,19 +108,19 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     dims = _dims(spec, traits, setup)
     adapted = _adapted(summary, spec, setup)
     attention_readers, mlp_readers = _readers(summary, spec)
-    block = (_norm_tensors(dims, adapted, "attention norm", "attn_in", attention_readers, "attention")
-             + _attention_tensors(dims, traits, adapted, "self-attention", dims.sequence)
+    block = (_norm_tensors(dims, adapted, "attention norm", "attention", "attn_in", attention_readers)
+             + _attention_tensors(dims, traits, adapted, "self-attention", "attention", dims.sequence)
              + _dropout_tensors(dims, traits, "attention dropout mask", "attention")
              + _adapter_tensors(dims, spec, adapted, "attention")
-             + _norm_tensors(dims, adapted, "MLP norm", "mlp_in", mlp_readers, "mlp")
+             + _norm_tensors(dims, adapted, "MLP norm", "mlp", "mlp_in", mlp_readers)
              + _feed_forward_tensors(dims, spec, traits, adapted)
              + _dropout_tensors(dims, traits, "MLP dropout mask", "mlp")
              + _adapter_tensors(dims, spec, adapted, "mlp"))
     layers = _layer_count(spec)
     if spec.kind == "encoder-decoder" and spec.layers:
         # decoder layers add cross-attention over the encoder's output; spread over all layers
-        cross = (_norm_tensors(dims, adapted, "cross-attention norm", "attn_in", 1, "attention")
-                 + _attention_tensors(dims, traits, adapted, "cross-attention", dims.sequence))
+        cross = (_norm_tensors(dims, adapted, "cross-attention norm", "cross-attention", "attn_in", 1)
+                 + _attention_tensors(dims, traits, adapted, "cross-attention", "cross-attention", dims.sequence))
         block = block + [replace(c, bytes=c.bytes * spec.layers // layers) for c in cross]
     block = tuple(_split(x, tensor, sequence_parallel) for x in block)
 
@@ -147,25 +147,26 @@ def _embedding_tensors(dims: _Dims, traits: ModelTraits, adapted: _Adapted, devi
     """Before the first layer: the token ids the embedding's gradient needs, the dropout mask."""
     embedding = []
     if adapted.full:
-        embedding.append(Saved("token ids", 8 * dims.tokens, False))
+        embedding.append(Saved("token ids", 8 * dims.tokens, "token_ids", "embedding", tensor_parallel=False))
     if traits.embedding_dropout > 0:
         # on the CPU the mask has the embeddings' dtype: float32 under autocast
         mask_bytes = 1 if device == "cuda" else dims.residual_bytes
-        embedding.append(Saved("embedding dropout mask", mask_bytes * dims.hidden_states, False))
+        embedding.append(Saved("embedding dropout mask", mask_bytes * dims.hidden_states, "dropout", "embedding",
+                               tensor_parallel=False))
     return tuple(embedding)
 
 
 def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int) -> tuple[list[Saved], int]:
     """After the last layer: the final norm, the loss's float32 log-probabilities and the
     labels; and the float32 gradients of the logits at the start of the backward."""
-    head = _norm_tensors(dims, adapted, "final norm", "head", 1, "head")
+    head = _norm_tensors(dims, adapted, "final norm", "head", "head", 1)
     vocab = spec.vocab if spec.kind != "vision" else 0
     logits_gradient = 0
     if vocab:
         loss = math.ceil(4 * dims.tokens * vocab / tensor)  # vocabulary-parallel loss with tensor parallelism
         logits_gradient = 2 * loss  # the loss's gradient, then the log-softmax's
-        head.append(Saved("loss: float32 log-probabilities", loss, False))
-        head.append(Saved("labels", 8 * dims.tokens, False))
+        head.append(Saved("loss: float32 log-probabilities", loss, "loss", "head", tensor_parallel=False))
+        head.append(Saved("labels", 8 * dims.tokens, "labels", "head", tensor_parallel=False))
     return head, logits_gradient
 
 
@@ -224,10 +225,9 @@ def _layer_moments(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits, d
     # gradients at once), nn.LayerNorm's kernel produces its input's gradient.
     norm_flow = _shard((20 if dims.rms_norm else 2 * dims.act_bytes) * dims.hidden_states, tensor, sequence_parallel)
     mlp_items = sum(x.bytes for x in block if x.part == "mlp")
-    mlp_norm = sum(x.bytes for x in block if x.part == "mlp" and "norm" in x.name)
+    mlp_norm = sum(x.bytes for x in block if x.part == "mlp" and x.role in NORM_ROLES)
     attention_items = sum(x.bytes for x in block if x.part == "attention")
-    attention_norm = sum(x.bytes for x in block
-                         if x.part == "attention" and "norm" in x.name and "cross" not in x.name)
+    attention_norm = sum(x.bytes for x in block if x.site == "attention" and x.role in NORM_ROLES)
     moments = (
         Moment("mlp", math.ceil(mlp_released / tensor), math.ceil(mlp_flow / tensor), math.ceil(weights_mlp / tensor)),
         Moment("mlp norm", mlp_items - mlp_norm, norm_flow, math.ceil(weights_all_mlp / tensor)),
@@ -246,9 +246,7 @@ def _first_layer_saving(block: tuple[Saved, ...], adapted: _Adapted, checkpointi
         return 0
     if not any(adapted.keeps_input(role) for role in ("attn_in", "attn_out", "attn_inner")):
         return sum(x.bytes for x in block if x.part == "attention")
-    first_norm = [x for x in block if x.name.startswith("attention norm") and "output" not in x.name
-                  and "copies" not in x.name]
-    return sum(x.bytes for x in first_norm)
+    return sum(x.bytes for x in block if x.site == "attention" and x.role == "norm")
 
 
 def _shard(size: int, tensor: int, sequence_parallel: bool) -> int:

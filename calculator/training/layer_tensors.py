@@ -22,25 +22,51 @@ ACTIVATION_KEEPS = {"silu": 1, "swish": 1, "gelu": 1, "gelu_pytorch_tanh": 1, "g
                     "gelu_new": 4, "gelu_fast": 4, "quick_gelu": 2, "gelu_accurate": 4, "tanh": 0, "sigmoid": 0}
 
 
+# What a kept tensor is. Every sum over kept tensors reads these, never a tensor's label.
+ROLES = (
+    "norm",  # a norm's own statistics: its input (float32 for RMSNorm), 1/rms or mean and 1/std, normalised values
+    "norm_output",  # a norm's output as the projections read it (autocast: one 16-bit copy per reader)
+    "attention",  # queries, keys, values, output, log-sum-exp
+    "scores",  # score matrices (sequence x sequence): dropped by selective recomputation
+    "mlp",  # the MLP's and the experts' tensors, the router's
+    "dropout",  # a dropout mask on hidden states or on the MLP's activations
+    "lora",  # LoRA's A outputs
+    "token_ids",  # what the embedding's gradient needs
+    "loss",  # the loss's float32 log-probabilities
+    "labels",
+)
+NORM_ROLES = ("norm", "norm_output")  # a norm's tensors, its output included
+# Where it sits: a block of the layer (its norm included), or before or after the layers.
+SITES = ("attention", "cross-attention", "mlp", "embedding", "head")
+# The groups the guide's table of one layer sums up (norm: the norms' outputs too).
+LAYER_GROUPS = ("norm", "attention", "scores", "mlp", "dropout", "lora")
+
+
 @dataclass(frozen=True)
 class Saved:
     """One kind of tensor kept for the backward pass, in bytes per layer or per model part."""
 
-    name: str
+    name: str  # for people: no sum reads it
     bytes: int
+    role: str  # one of ROLES
+    site: str  # one of SITES
     tensor_parallel: bool = True  # split by tensor parallelism (else only by sequence parallelism)
-    quadratic: bool = False  # grows with sequence^2: dropped by selective recomputation
-    part: str = "attention"  # the half of the layer it belongs to: attention or mlp
+
+    @property
+    def quadratic(self) -> bool:
+        """Grows with sequence^2: dropped by selective recomputation."""
+        return self.role == "scores"
+
+    @property
+    def part(self) -> str:
+        """The half of the layer it belongs to (attention or mlp), or embedding or head."""
+        return "attention" if self.site == "cross-attention" else self.site
 
     @property
     def group(self) -> str:
-        """norm, attention, scores, mlp, dropout or lora: what the guide's tables sum up."""
-        if self.quadratic:
-            return "scores"
-        for group, marker in (("dropout", "dropout"), ("norm", "norm"), ("lora", "LoRA"), ("attention", "attention")):
-            if marker in self.name:
-                return group
-        return "mlp"
+        """norm, attention, scores, mlp, dropout or lora for a layer's tensors (LAYER_GROUPS):
+        what the guide's tables sum up; token_ids, loss or labels outside the layers."""
+        return "norm" if self.role == "norm_output" else self.role
 
 
 @dataclass(frozen=True)
@@ -132,73 +158,83 @@ def _adapted(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup) -> _Ad
     return _Adapted(full=False, roles=frozenset(per_layer), rank=setup.lora_rank, adapters_per_layer=per_layer)
 
 
-def _norm_tensors(dims: _Dims, adapted: _Adapted, name: str, readers_role: str, readers: int,
-                  part: str) -> list[Saved]:
+def _norm_tensors(dims: _Dims, adapted: _Adapted, name: str, site: str, readers_role: str,
+                  readers: int) -> list[Saved]:
     """A norm, and the copies of its output that the matrices reading it keep."""
     kept: list[Saved] = []
+
+    def norm(label: str, size: int, role: str = "norm") -> None:
+        kept.append(Saved(f"{name}: {label}", size, role, site, tensor_parallel=False))
+
     if dims.rms_norm:
-        kept.append(Saved(f"{name}: float32 input", 4 * dims.hidden_states, False, part=part))
-        kept.append(Saved(f"{name}: 1/rms", 4 * dims.tokens, False, part=part))
+        norm("float32 input", 4 * dims.hidden_states)
+        norm("1/rms", 4 * dims.tokens)
         if adapted.full:  # the weight's gradient needs the normalised values
-            kept.append(Saved(f"{name}: normalised", dims.normalised_bytes * dims.hidden_states, False, part=part))
+            norm("normalised", dims.normalised_bytes * dims.hidden_states)
     else:
-        kept.append(Saved(f"{name}: input", dims.residual_bytes * dims.hidden_states, False, part=part))
-        kept.append(Saved(f"{name}: mean and 1/std", 8 * dims.tokens, False, part=part))
+        norm("input", dims.residual_bytes * dims.hidden_states)
+        norm("mean and 1/std", 8 * dims.tokens)
     if dims.autocast:  # each reader casts the float32 output to 16 bits and keeps its copy
         count = readers if adapted.full else round(adapted.adapters_per_layer.get(readers_role, 0))
         if count:
-            kept.append(Saved(f"{name}: 16-bit copies for the projections", count * 2 * dims.hidden_states, False,
-                              part=part))
+            norm("16-bit copies for the projections", count * 2 * dims.hidden_states, "norm_output")
     elif adapted.keeps_input(readers_role):
-        kept.append(Saved(f"{name}: output (projections' input)", dims.act_bytes * dims.hidden_states, False,
-                          part=part))
+        norm("output (projections' input)", dims.act_bytes * dims.hidden_states, "norm_output")
     return kept
 
 
-def _attention_tensors(dims: _Dims, traits: ModelTraits, adapted: _Adapted, name: str,
+def _attention_tensors(dims: _Dims, traits: ModelTraits, adapted: _Adapted, name: str, site: str,
                        kv_tokens: int) -> list[Saved]:
     """Self- or cross-attention over `kv_tokens` keys: SDPA's flash or memory-efficient
     kernels keep queries, keys, values, output and the log-sum-exp; eager attention the
     score matrices too."""
     if dims.math_path:
-        return _math_attention_tensors(dims, adapted, name, kv_tokens)
+        return _math_attention_tensors(dims, adapted, name, site, kv_tokens)
     act = dims.act_bytes
     kv_elements = dims.batch * kv_tokens
-    kept = [Saved(f"{name}: queries", act * dims.tokens * dims.q_dim)]
+
+    def saved(label: str, size: int, role: str = "attention") -> Saved:
+        return Saved(f"{name}: {label}", size, role, site)
+
+    kept = [saved("queries", act * dims.tokens * dims.q_dim)]
     if not dims.eager:
-        return kept + [Saved(f"{name}: keys and values", 2 * act * kv_elements * dims.kv_dim),
-                       Saved(f"{name}: output", act * dims.tokens * dims.q_dim),
-                       Saved(f"{name}: log-sum-exp", 4 * dims.batch * dims.heads * dims.sequence)]
+        return kept + [saved("keys and values", 2 * act * kv_elements * dims.kv_dim),
+                       saved("output", act * dims.tokens * dims.q_dim),
+                       saved("log-sum-exp", 4 * dims.batch * dims.heads * dims.sequence)]
     scores = dims.scores(kv_tokens)
-    kept.append(Saved(f"{name}: keys and values", 2 * act * kv_elements * dims.repeated_kv_dim))
+    kept.append(saved("keys and values", 2 * act * kv_elements * dims.repeated_kv_dim))
     if dims.rms_norm:  # softmax in float32, then a copy in the compute dtype
-        kept.append(Saved(f"{name}: softmax (float32)", 4 * scores, quadratic=True))
+        kept.append(saved("softmax (float32)", 4 * scores, "scores"))
         if act != 4:
-            kept.append(Saved(f"{name}: softmax copy", act * scores, quadratic=True))
+            kept.append(saved("softmax copy", act * scores, "scores"))
     else:
-        kept.append(Saved(f"{name}: softmax", act * scores, quadratic=True))
+        kept.append(saved("softmax", act * scores, "scores"))
     if traits.attention_dropout > 0:
-        kept += [Saved(f"{name}: dropout mask", dims.mask_bytes * scores, quadratic=True),
-                 Saved(f"{name}: dropped-out probabilities", act * scores, quadratic=True)]
+        kept += [saved("dropout mask", dims.mask_bytes * scores, "scores"),
+                 saved("dropped-out probabilities", act * scores, "scores")]
     if adapted.keeps_input("attn_out"):
-        kept.append(Saved(f"{name}: output", act * dims.tokens * dims.q_dim))
+        kept.append(saved("output", act * dims.tokens * dims.q_dim))
     return kept
 
 
-def _math_attention_tensors(dims: _Dims, adapted: _Adapted, name: str, kv_tokens: int) -> list[Saved]:
+def _math_attention_tensors(dims: _Dims, adapted: _Adapted, name: str, site: str, kv_tokens: int) -> list[Saved]:
     """SDPA's math path keeps the scaled queries and keys, the values, the probabilities,
     the dropout mask (in the probabilities' dtype) and the dropped-out probabilities, all
     in float32 when the inputs are 16-bit (it upcasts them)."""
     kv_elements = dims.batch * kv_tokens
     scores = dims.scores(kv_tokens)
     accumulate = 4
-    kept = [Saved(f"{name}: scaled queries (float32)", accumulate * dims.tokens * dims.q_dim),
-            Saved(f"{name}: scaled keys and values (float32)", 2 * accumulate * kv_elements * dims.repeated_kv_dim),
-            Saved(f"{name}: softmax (float32)", accumulate * scores, quadratic=True),
-            Saved(f"{name}: dropout mask", accumulate * scores, quadratic=True),
-            Saved(f"{name}: dropped-out probabilities", accumulate * scores, quadratic=True)]
+
+    def saved(label: str, size: int, role: str = "attention") -> Saved:
+        return Saved(f"{name}: {label}", size, role, site)
+
+    kept = [saved("scaled queries (float32)", accumulate * dims.tokens * dims.q_dim),
+            saved("scaled keys and values (float32)", 2 * accumulate * kv_elements * dims.repeated_kv_dim),
+            saved("softmax (float32)", accumulate * scores, "scores"),
+            saved("dropout mask", accumulate * scores, "scores"),
+            saved("dropped-out probabilities", accumulate * scores, "scores")]
     if adapted.keeps_input("attn_out"):
-        kept.append(Saved(f"{name}: output", dims.act_bytes * dims.tokens * dims.q_dim))
+        kept.append(saved("output", dims.act_bytes * dims.tokens * dims.q_dim))
     return kept
 
 
@@ -209,15 +245,15 @@ def _mlp_tensors(dims: _Dims, spec: ArchSpec, traits: ModelTraits, adapted: _Ada
     act = dims.act_bytes
     kept = []
     if dims.activation_keeps:
-        kept.append(Saved(f"{label}: activation input", dims.activation_keeps * act * tokens * width, part="mlp"))
+        kept.append(Saved(f"{label}: activation input", dims.activation_keeps * act * tokens * width, "mlp", "mlp"))
     if spec.gated_mlp:
-        kept.append(Saved(f"{label}: activation output and up projection", 2 * act * tokens * width, part="mlp"))
+        kept.append(Saved(f"{label}: activation output and up projection", 2 * act * tokens * width, "mlp", "mlp"))
         if adapted.keeps_input("mlp_out"):
-            kept.append(Saved(f"{label}: product (down projection's input)", act * tokens * width, part="mlp"))
+            kept.append(Saved(f"{label}: product (down projection's input)", act * tokens * width, "mlp", "mlp"))
     elif dims.activation_keeps == 0 or adapted.keeps_input("mlp_out"):
-        kept.append(Saved(f"{label}: activation output", act * tokens * width, part="mlp"))
+        kept.append(Saved(f"{label}: activation output", act * tokens * width, "mlp", "mlp"))
     if traits.activation_dropout > 0:
-        kept.append(Saved(f"{label}: dropout mask", dims.mask_bytes * tokens * width, part="mlp"))
+        kept.append(Saved(f"{label}: dropout mask", dims.mask_bytes * tokens * width, "dropout", "mlp"))
     return kept
 
 
@@ -226,9 +262,9 @@ def _feed_forward_tensors(dims: _Dims, spec: ArchSpec, traits: ModelTraits, adap
     if not spec.experts:
         return _mlp_tensors(dims, spec, traits, adapted, spec.intermediate, dims.tokens, "MLP")
     routed = dims.tokens * dims.experts_per_token  # each token visits k experts
-    kept = [Saved("router: logits and float32 softmax", (dims.act_bytes + 4) * dims.tokens * spec.experts, False,
-                  part="mlp"),
-            Saved("experts: gathered inputs and outputs", 2 * dims.act_bytes * routed * dims.hidden, part="mlp")]
+    kept = [Saved("router: logits and float32 softmax", (dims.act_bytes + 4) * dims.tokens * spec.experts,
+                  "mlp", "mlp", tensor_parallel=False),
+            Saved("experts: gathered inputs and outputs", 2 * dims.act_bytes * routed * dims.hidden, "mlp", "mlp")]
     kept += _mlp_tensors(dims, spec, traits, adapted, dims.expert_width, routed, "experts")
     if spec.shared_expert_intermediate:
         kept += _mlp_tensors(dims, spec, traits, adapted, spec.shared_expert_intermediate, dims.tokens,
@@ -236,18 +272,23 @@ def _feed_forward_tensors(dims: _Dims, spec: ArchSpec, traits: ModelTraits, adap
     return kept
 
 
-def _dropout_tensors(dims: _Dims, traits: ModelTraits, name: str, part: str) -> list[Saved]:
+def _dropout_tensors(dims: _Dims, traits: ModelTraits, name: str, site: str) -> list[Saved]:
     """The mask of the dropout on a block's output, before the residual sum."""
-    return [Saved(name, dims.mask_bytes * dims.hidden_states, False, part=part)] if traits.hidden_dropout > 0 else []
+    if traits.hidden_dropout <= 0:
+        return []
+    return [Saved(name, dims.mask_bytes * dims.hidden_states, "dropout", site, tensor_parallel=False)]
 
 
-def _adapter_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, part: str) -> list[Saved]:
-    """LoRA's A outputs (rank values per token), for the adapters of one half of the layer."""
+def _adapter_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, site: str) -> list[Saved]:
+    """LoRA's A outputs (rank values per token), for the adapters of one half of the layer
+    (site attention or mlp)."""
     if adapted.full:
         return []
-    roles = ("mlp_in", "mlp_out", "experts") if part == "mlp" else ("attn_in", "attn_inner", "attn_out", "router")
+    roles = ("mlp_in", "mlp_out", "experts") if site == "mlp" else ("attn_in", "attn_inner", "attn_out", "router")
     routed = dims.experts_per_token / spec.experts if spec.experts else 1  # an expert's adapter sees its tokens only
     count = sum(v * (routed if role == "experts" else 1)
                 for role, v in adapted.adapters_per_layer.items() if role in roles)
-    return [Saved("LoRA: A's outputs", math.ceil(count * dims.act_bytes * dims.tokens * adapted.rank), False,
-                  part=part)] if count else []
+    if not count:
+        return []
+    return [Saved("LoRA: A's outputs", math.ceil(count * dims.act_bytes * dims.tokens * adapted.rank), "lora", site,
+                  tensor_parallel=False)]
