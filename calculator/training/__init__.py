@@ -35,7 +35,7 @@ The package follows the steps of that computation, one module each:
 - layer_tensors: the tensors one layer keeps for the backward pass, block by block;
 - activations: what a micro-batch keeps, and the moments of a layer's backward pass;
 - peak: model states per GPU and the peak of one step;
-- inverse: the largest micro-batch, the fewest GPUs, the rule of thumb.
+- inverse: the largest micro-batch, the fewest GPUs, the rule of thumb, the methods compared.
 
 `from calculator.training import X` is the way in: every public name is here.
 
@@ -46,12 +46,15 @@ All sizes in bytes. Pure Python: nothing here imports torch.
 from __future__ import annotations
 
 from ..families import ModelTraits, traits_from_config
-from .activations import ActivationModel, Moment, activation_model, layer_activation_bytes
+from .activations import (
+    ActivationModel, KorthikantiLayer, Moment, activation_model, korthikanti_layer_bytes, layer_activation_bytes,
+)
 from .inverse import (
-    GpuCount, candidate_gpu_counts, fewest_gpus, largest_micro_batch, rule_of_thumb_bytes, strategy_layout,
+    GpuCount, MethodMemory, candidate_gpu_counts, compare_methods, fewest_gpus, largest_micro_batch,
+    rule_of_thumb_bytes, rule_of_thumb_split, strategy_layout,
 )
 from .layer_tensors import ACTIVATION_KEEPS, LAYER_GROUPS, ROLES, SITES, Saved
-from .peak import TrainingMemory, model_traits_default, training_memory
+from .peak import PEAK_COMPONENTS, TrainingMemory, model_traits_default, training_memory
 from .quantized import NF4_BLOCK, NF4_SCALE_BLOCK, largest_module_parameters, nf4_bytes, quantized_base_bytes
 from .setup import (
     ACCOUNTINGS, ALL_LINEAR, ATTENTION, CHECKPOINTING, DEVICES, GPUS_PER_NODE, MAX_BATCH, MAX_GPUS, MAX_RANK,
@@ -76,11 +79,12 @@ __all__ = [
     "NF4_BLOCK", "NF4_SCALE_BLOCK", "nf4_bytes", "quantized_base_bytes", "largest_module_parameters",
     # activations
     "ACTIVATION_KEEPS", "ROLES", "SITES", "LAYER_GROUPS", "Saved", "Moment", "ActivationModel", "activation_model",
-    "layer_activation_bytes",
+    "layer_activation_bytes", "KorthikantiLayer", "korthikanti_layer_bytes",
     # peak
-    "TrainingMemory", "model_traits_default", "training_memory",
+    "PEAK_COMPONENTS", "TrainingMemory", "model_traits_default", "training_memory",
     # inverse
     "largest_micro_batch", "strategy_layout", "candidate_gpu_counts", "GpuCount", "fewest_gpus", "rule_of_thumb_bytes",
+    "rule_of_thumb_split", "MethodMemory", "compare_methods",
     # kept for callers that took them from here (they live in calculator.families)
     "ModelTraits", "traits_from_config",
 ]

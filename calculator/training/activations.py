@@ -11,8 +11,8 @@ from ..architecture import ArchSpec
 from ..families import ModelTraits
 from ..summary import ModelSummary
 from .layer_tensors import (
-    NORM_ROLES, Saved, _adapted, _Adapted, _adapter_tensors, _attention_tensors, _Dims, _dims, _dropout_tensors,
-    _feed_forward_tensors, _norm_tensors,
+    LAYER_GROUPS, NORM_ROLES, Saved, _adapted, _Adapted, _adapter_tensors, _attention_tensors, _Dims, _dims,
+    _dropout_tensors, _feed_forward_tensors, _norm_tensors,
 )
 from .setup import TrainingSetup, _layer_count
 from .tensors import linear_role
@@ -46,6 +46,15 @@ class ActivationModel:
     weight_copies_per_layer: int  # autocast's 16-bit copies of the weights (amp only)
     head_weight_copy: int
     first_layer_saving: int = 0  # what the first layer need not keep when nothing before it trains
+
+    @property
+    def layer_tensors_bytes(self) -> int:
+        """Every tensor one layer keeps without recomputation (autocast's weight copies apart)."""
+        return sum(s.bytes for s in self.layer)
+
+    def layer_groups(self) -> dict[str, int]:
+        """One layer's tensors summed by group (LAYER_GROUPS, in that order): the guide's table."""
+        return {group: sum(s.bytes for s in self.layer if s.group == group) for group in LAYER_GROUPS}
 
     @property
     def layer_full(self) -> int:
@@ -258,6 +267,31 @@ def _split(item: Saved, tensor: int, sequence_parallel: bool) -> Saved:
         return item
     divide = item.tensor_parallel or sequence_parallel
     return replace(item, bytes=math.ceil(item.bytes / tensor) if divide else item.bytes)
+
+
+# Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022),
+# eq. 1 and table 2: a GPT layer with 16-bit activations and no recomputation keeps
+# sbh(34 + 5as/h) = 34sbh + 5as^2b bytes (s sequence, b micro-batch, h hidden size, a heads).
+# 34sbh is what selective recomputation keeps: all but the score matrices (softmax, its
+# dropout mask and output: 5as^2b), which flash attention never stores either.
+
+@dataclass(frozen=True)
+class KorthikantiLayer:
+    """Bytes of one GPT layer's activations by Korthikanti et al.'s formula."""
+
+    linear_bytes: int  # 34sbh
+    scores_bytes: int  # 5as^2b
+
+    @property
+    def total_bytes(self) -> int:
+        return self.linear_bytes + self.scores_bytes
+
+
+def korthikanti_layer_bytes(batch: int, sequence: int, hidden: int, heads: int) -> KorthikantiLayer:
+    """Korthikanti et al. (2022), eq. 1: 34sbh + 5as^2b bytes per layer, 16-bit activations,
+    no recomputation, no tensor parallelism."""
+    return KorthikantiLayer(linear_bytes=34 * sequence * batch * hidden,
+                            scores_bytes=5 * heads * sequence * sequence * batch)
 
 
 def layer_activation_bytes(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits, setup: TrainingSetup,

@@ -1,5 +1,5 @@
-"""The inverse questions: the largest micro-batch that fits, the fewest GPUs, and the rule
-of thumb the guide compares with."""
+"""The inverse questions: the largest micro-batch that fits, the fewest GPUs; and what the
+guide compares a step with: the rule of thumb, the other fine-tuning methods."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..families import ModelTraits
 from ..search import first_where, largest_fitting
 from ..summary import ModelSummary
 from .peak import TrainingMemory, training_memory
-from .setup import GPUS_PER_NODE, STRATEGIES, Layout, TrainingSetup, _choice, _layer_count, check_setup
+from .setup import GPUS_PER_NODE, METHODS, STRATEGIES, Layout, TrainingSetup, _choice, _layer_count, check_setup
 
 # The inverse questions ---------------------------------------------------------------------
 
@@ -90,8 +90,54 @@ def fewest_gpus(summary: ModelSummary, spec: ArchSpec, capacity: int, strategy: 
     return GpuCount(strategy, found[0], found[1], tried)
 
 
+def rule_of_thumb_split(parameters: int) -> dict[str, int]:
+    """The rule of thumb by component: 2 bytes per parameter of weights, 2 of gradients and
+    4 of optimizer states (two 16-bit Adam moments)."""
+    return {"weights": 2 * parameters, "gradients": 2 * parameters, "optimizer": 4 * parameters}
+
+
 def rule_of_thumb_bytes(parameters: int) -> int:
     """The conservative rule for full fine-tuning in bfloat16: a model of X billion
     parameters takes 2X GB to load, and training needs four times that (weights, gradients
     and two Adam states, all in 16 bits): 8X GB, i.e. 8 bytes per parameter."""
-    return 8 * parameters
+    return sum(rule_of_thumb_split(parameters).values())
+
+
+# Full fine-tuning, LoRA and QLoRA side by side ---------------------------------------------
+
+@dataclass(frozen=True)
+class MethodMemory:
+    """One method's step on the same model, setup and GPUs."""
+
+    method: str
+    memory: TrainingMemory
+    largest_micro_batch: int | None  # None: no GPU capacity was given
+
+    @property
+    def trainable_parameters(self) -> int:
+        return self.memory.trainable_parameters
+
+    @property
+    def trainable_percent(self) -> float:
+        """Trained parameters, in percent of the model's."""
+        return 100 * self.memory.trainable_parameters / max(self.memory.parameters, 1)
+
+    def to_json(self) -> dict:
+        return {"method": self.method, "trainable_parameters": self.trainable_parameters,
+                "weights_bytes": self.memory.weights_bytes, "activations_bytes": self.memory.activations_bytes,
+                "total_bytes": self.memory.total_bytes, "largest_micro_batch": self.largest_micro_batch}
+
+
+def compare_methods(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup = TrainingSetup(),
+                    layout: Layout = Layout(), traits: ModelTraits | None = None,
+                    capacity: int | None = None) -> dict[str, MethodMemory]:
+    """Full fine-tuning, LoRA and QLoRA (METHODS, in that order) with everything else of
+    `setup` kept: each one's memory, trained parameters and, given a GPU's `capacity` in
+    bytes, its largest micro-batch."""
+    compared = {}
+    for method in METHODS:
+        chosen = replace(setup, method=method)
+        memory = training_memory(summary, spec, chosen, layout, traits)
+        largest = None if capacity is None else largest_micro_batch(summary, spec, capacity, chosen, layout, traits)
+        compared[method] = MethodMemory(method, memory, largest)
+    return compared

@@ -59,6 +59,11 @@ def _tensor_share(summary: ModelSummary, parameters: int, tensor: int) -> int:
     return math.ceil(parameters * replicated + parameters * (1 - replicated) / tensor)
 
 
+# What a GPU holds, component by component, in the order the guide stacks them; the float32
+# master copy apart from the working weights.
+PEAK_COMPONENTS = ("weights", "master", "gradients", "optimizer", "activations", "buffers", "temporary")
+
+
 @dataclass(frozen=True)
 class TrainingMemory:
     """Per GPU (the one that holds the most). Component sizes are what each GPU holds in
@@ -91,6 +96,22 @@ class TrainingMemory:
     @property
     def model_state_bytes(self) -> int:
         return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    def components(self) -> dict[str, int]:
+        """What each GPU holds in full, by component (PEAK_COMPONENTS but the temporaries), the
+        master copy apart: weights are the stored weights and the model's buffers."""
+        return {"weights": self.weights_bytes - self.master_weights_bytes, "master": self.master_weights_bytes,
+                "gradients": self.gradients_bytes, "optimizer": self.optimizer_bytes,
+                "activations": self.activations_bytes, "buffers": self.buffers_bytes}
+
+    def peak_components(self) -> dict[str, int]:
+        """What each GPU holds at its peak, by component (PEAK_COMPONENTS, in that order): at_peak
+        with the master copy apart from the weights (where the weights held at the peak include
+        it). Adds up to total_bytes."""
+        at_peak = self.at_peak
+        master = self.master_weights_bytes if at_peak["weights"] >= self.master_weights_bytes else 0
+        return {"weights": at_peak["weights"] - master, "master": master,
+                **{name: at_peak[name] for name in PEAK_COMPONENTS[2:]}}
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -220,13 +241,14 @@ def _backward_moments(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetu
         moments["final norm"] = (after_head, model.norm_flow, min(head_grads, growing))
     rest_last = activations - (model.head_bytes if stage.back else 0)
     rest_first = others + per_layer + front
+    before_first = math.ceil(growing - front_grads - layer_grads)  # all but the first layer's and the embeddings'
     for inner in model.moments:
         in_layer = math.ceil(inner.weight_parameters * per_trainable) if setup.method == "full" else 0
         flow = inner.flow + model.residual_gradient
         moments[f"last layer ({inner.name})"] = (rest_last + recompute - inner.released, flow,
                                                  min(growing, head_grads + in_layer))
         moments[f"first layer ({inner.name})"] = (rest_first + recompute - inner.released, flow,
-                                                  min(growing, math.ceil(growing - front_grads - layer_grads) + in_layer))
+                                                  min(growing, before_first + in_layer))
     return activations, moments
 
 
