@@ -42,7 +42,6 @@ The package follows the steps of that computation, one module each:
 All sizes in bytes. Pure Python: nothing here imports torch.
 """
 
-
 from __future__ import annotations
 
 from ..families import ModelTraits, traits_from_config
