@@ -8,7 +8,8 @@ that no longer fits.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
+from collections.abc import Callable, Sequence
 
 Item = TypeVar("Item")
 Value = TypeVar("Value")
