@@ -23,6 +23,7 @@ from .activations import Phase, forward_phases
 from .architecture import ArchSpec
 from .errors import CalculatorError
 from .precision import FLOAT_DTYPES, bytes_per_param, normalize_dtype
+from .search import largest_fitting  # noqa: F401 (also imported from here)
 from .summary import ModelSummary
 
 ATTENTION = ("sdpa", "eager")
@@ -265,29 +266,6 @@ def _rounding(summary, spec, storage: str, batch: int, context: int, cache_dtype
     if kv and layers:
         waste += 2 * layers * rounding_bytes([kv // (2 * layers)])
     return waste
-
-
-def largest_fitting(capacity, total_for, high: int) -> int:
-    """The largest n in 1..high whose memory fits (0 if none). `capacity` is a byte count
-    (the allocated peak against it) or a budget.Budget (the reserved peak against the usable
-    memory, less its headroom); total_for(n) returns a memory, or its total bytes, and grows
-    with n, so a binary search."""
-    from .budget import admits
-
-    def fits(n: int) -> bool:
-        memory = total_for(n)
-        return admits(capacity, memory) if not isinstance(memory, int) else memory <= capacity
-
-    if not fits(1):
-        return 0
-    low, top = 1, high
-    while low < top:
-        mid = (low + top + 1) // 2
-        if fits(mid):
-            low = mid
-        else:
-            top = mid - 1
-    return low
 
 
 def largest_batch(summary, spec, capacity, context: int | None = None, **options) -> int:

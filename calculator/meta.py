@@ -201,17 +201,21 @@ def _unit_names(model, no_split: tuple[str, ...]) -> list[str]:
     return names
 
 
+def _head_weight_ids(model) -> set[int]:
+    """The id of the output head's weight (empty when the model has no head, or will not say)."""
+    try:
+        head = model.get_output_embeddings()
+        weight = getattr(head, "weight", None) if head is not None else None
+    except (AttributeError, NotImplementedError, TypeError):
+        return set()
+    return {id(weight)} if weight is not None else set()
+
+
 def _parameter_groups(model) -> dict[str, int]:
     """Parameters by what they are: what a quantization format converts and what it keeps."""
     import torch
 
-    head_ids: set[int] = set()
-    try:
-        head = model.get_output_embeddings()
-        if head is not None and getattr(head, "weight", None) is not None:
-            head_ids.add(id(head.weight))
-    except (AttributeError, NotImplementedError, TypeError):
-        pass
+    head_ids = _head_weight_ids(model)
     groups = dict.fromkeys(("linear", "experts", "embedding", "head", "norm", "bias", "other"), 0)
     seen: set[int] = set()
     for module_name, module in model.named_modules():
@@ -231,13 +235,7 @@ def _linears(model) -> tuple[Linear, ...]:
     embeddings is listed as kind "tied-head" (its weights are the embedding's)."""
     import torch
 
-    head_ids: set[int] = set()
-    try:
-        head = model.get_output_embeddings()
-        if head is not None and getattr(head, "weight", None) is not None:
-            head_ids.add(id(head.weight))
-    except (AttributeError, NotImplementedError, TypeError):
-        pass
+    head_ids = _head_weight_ids(model)
     found: dict[tuple, list] = {}
     seen: set[int] = set()
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}

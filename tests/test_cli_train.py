@@ -65,3 +65,38 @@ def test_train_bad_input_is_one_line_and_exit_code_2(args):
     assert "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
+
+
+def test_train_json_prints_the_figures_the_widgets_show():
+    """Llama-3-8B, micro-batch 1 x 2,048 tokens: the peak by component (master copy apart), the
+    rule of thumb by component, one layer's tensors by group, the loss's float32
+    log-probabilities (4 x 2,048 x 128,256) and Korthikanti's 34sbh + 5as^2b."""
+    data = json.loads(cli("train", "llama-3-8b", "--json").stdout)
+    assert list(data["peak_components"]) == ["weights", "master", "gradients", "optimizer", "activations", "buffers",
+                                             "temporary"]
+    assert sum(data["peak_components"].values()) == data["total_bytes"]
+    assert data["peak_components"]["master"] == data["master_weights_bytes"] == 4 * 8_030_261_248
+    assert data["rule_of_thumb_split"] == {"weights": 2 * 8_030_261_248, "gradients": 2 * 8_030_261_248,
+                                           "optimizer": 4 * 8_030_261_248}
+    assert sum(data["rule_of_thumb_split"].values()) == data["rule_of_thumb_bytes"]
+    assert sum(data["layer_activation_groups"].values()) == data["layer_tensors_bytes"] > 0
+    assert data["loss_saved_bytes"] == 4 * 2048 * 128_256
+    assert data["korthikanti_layer"] == {"linear_bytes": 34 * 2048 * 4096, "scores_bytes": 5 * 32 * 2048 * 2048,
+                                         "total_bytes": 34 * 2048 * 4096 + 5 * 32 * 2048 * 2048}
+
+
+def test_train_compares_the_methods_by_name():
+    """LoRA of rank 16 on every linear layer of Llama-3-8B: 32 x 16 x (8,192 + 5,120 + 5,120 +
+    8,192 + 3 x 18,432) = 41,943,040 trained parameters."""
+    data = json.loads(cli("train", "llama-3-8b", "--compare-methods", "--json").stdout)
+    methods = data["methods"]
+    assert list(methods) == ["full", "lora", "qlora"]
+    assert methods["full"]["trainable_parameters"] == 8_030_261_248
+    assert methods["lora"]["trainable_parameters"] == methods["qlora"]["trainable_parameters"] == 41_943_040
+    assert methods["full"]["total_bytes"] == data["total_bytes"]  # --method full is the default
+    assert all(row["largest_micro_batch"] is None for row in methods.values())
+    on_gpu = json.loads(cli("train", "llama-3.2-1b", "--compare-methods", "--gpu", "rtx4090", "--json").stdout)
+    assert all(row["largest_micro_batch"] >= 1 for row in on_gpu["methods"].values())
+    table = cli("train", "llama-3.2-1b", "--compare-methods", "--gpu", "rtx4090").stdout
+    assert "trained parameters" in table and "largest micro-batch" in table and "qlora" in table
+    assert "34sbh + 5as^2b" in table and "master copy apart" in table

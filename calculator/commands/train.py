@@ -1,10 +1,19 @@
 """`train MODEL`: memory of one training step per GPU: weights, gradients, optimizer states,
-activations; with --gpu, whether it fits, the largest micro-batch and the fewest GPUs."""
+activations, by component at the peak, with what one layer keeps next to Korthikanti et al.'s
+formula and the rule of thumb next to it; with --gpu, whether it fits, the largest
+micro-batch and the fewest GPUs; with --compare-methods, full fine-tuning, LoRA and QLoRA
+side by side."""
 
 from __future__ import annotations
 
 from ..units import format_count
 from ._common import add_command, find_gpu, print_json, render_table, resolve_model, sizer
+
+
+# Components as the human output names them.
+COMPONENT_NAMES = {"weights": "weights", "master": "float32 master copy", "gradients": "gradients",
+                   "optimizer": "optimizer states", "activations": "activations", "buffers": "communication buffers",
+                   "temporary": "temporaries"}
 
 
 def register(commands, shared) -> None:
@@ -35,11 +44,14 @@ def register(commands, shared) -> None:
     p.add_argument("--accounting", choices=ACCOUNTINGS, default="paper",
                    help="paper: the ZeRO paper's model states (default); deepspeed: DeepSpeed's own estimator")
     p.add_argument("--gpu", help="GPU key: adds whether it fits, the largest micro-batch and the fewest GPUs")
+    p.add_argument("--compare-methods", action="store_true",
+                   help="full fine-tuning, LoRA and QLoRA side by side, with everything else as given")
 
 
 def run(args) -> int:
-    from ..training import (STRATEGIES, Layout, TrainingSetup, fewest_gpus, largest_micro_batch,
-                            rule_of_thumb_bytes, training_memory)
+    from ..training import (STRATEGIES, Layout, TrainingSetup, activation_model, compare_methods, fewest_gpus,
+                            korthikanti_layer_bytes, largest_micro_batch, rule_of_thumb_bytes, rule_of_thumb_split,
+                            training_memory)
 
     card = find_gpu(args.gpu)
     setup = TrainingSetup(method=args.method, precision=args.precision, optimizer=args.optimizer,
@@ -52,6 +64,8 @@ def run(args) -> int:
     model = resolve_model(args)
     traits = model.traits
     memory = training_memory(model.summary, model.spec, setup, layout, traits)
+    layer = activation_model(model.summary, model.spec, traits, setup, layout.tensor, layout.sequence_parallel)
+    korthikanti = korthikanti_layer_bytes(setup.micro_batch, setup.sequence, model.spec.hidden, model.spec.heads)
     result = {"model": model.name, "source": model.source, **memory.to_json(),
               "rule_of_thumb_bytes": rule_of_thumb_bytes(model.summary.parameters),
               "setup": {k: v for k, v in setup.__dict__.items() if k != "device"},
@@ -63,6 +77,19 @@ def run(args) -> int:
                                                                   setup, layout, traits),
                        "fewest_gpus": [fewest_gpus(model.summary, model.spec, card.memory_bytes, strategy, setup,
                                                    traits).to_json() for strategy in STRATEGIES]})
+    result.update({
+        "peak_components": memory.peak_components(),
+        "rule_of_thumb_split": rule_of_thumb_split(model.summary.parameters),
+        # one layer, one micro-batch, this GPU's share (tensor parallelism)
+        "layer_activation_groups": layer.layer_groups(),
+        "layer_tensors_bytes": layer.layer_tensors_bytes,
+        "loss_saved_bytes": layer.loss_saved,
+        "korthikanti_layer": {"linear_bytes": korthikanti.linear_bytes, "scores_bytes": korthikanti.scores_bytes,
+                              "total_bytes": korthikanti.total_bytes}})
+    if args.compare_methods:
+        methods = compare_methods(model.summary, model.spec, setup, layout, traits,
+                                  capacity=card.memory_bytes if card is not None else None)
+        result["methods"] = {method: compared.to_json() for method, compared in methods.items()}
     if args.json:
         print_json(result)
         return 0
@@ -87,11 +114,30 @@ def run(args) -> int:
     if memory.cpu_bytes:
         print(f"On the CPU: {size(memory.cpu_bytes)} per GPU.")
     print(f"Rule of thumb (8 bytes per parameter, bfloat16 full fine-tuning): {size(result['rule_of_thumb_bytes'])}.")
+    def listing(sizes: dict[str, int], names: dict[str, str] | None = None) -> str:
+        return ", ".join(f"{(names or {}).get(key, key)} {size(value)}" for key, value in sizes.items())
+
+    print(f"Rule of thumb by component: {listing(result['rule_of_thumb_split'], COMPONENT_NAMES)}.")
+    print(f"At the peak, the master copy apart: {listing(result['peak_components'], COMPONENT_NAMES)}.")
+    groups = {group: value for group, value in result["layer_activation_groups"].items() if value}
+    print(f"One layer keeps {size(layer.layer_tensors_bytes)} per micro-batch ({listing(groups)}); "
+          f"the loss keeps {size(layer.loss_saved)} of float32 log-probabilities.")
+    print("Korthikanti et al. (2022, eq. 1), a GPT layer in 16 bits: "
+          f"34sbh + 5as^2b = {size(korthikanti.total_bytes)}, 34sbh = {size(korthikanti.linear_bytes)}.")
     if card is not None:
         verdict = "fits" if result["fits"] else "does not fit"
         print(f"On a {card.name} ({size(card.memory_bytes)}): {verdict}; largest micro-batch "
               f"{result['largest_micro_batch']}.")
         counts = [[c["strategy"], str(c["gpus"]) if c["gpus"] else "more than 4096"] for c in result["fewest_gpus"]]
         print(render_table(["strategy", "fewest GPUs"], counts))
+    if args.compare_methods:
+        headers = ["method", "trained parameters", "weights", "activations", "peak per GPU"]
+        rows = [[method, format_count(row["trainable_parameters"]), size(row["weights_bytes"]),
+                 size(row["activations_bytes"]), size(row["total_bytes"])] for method, row in result["methods"].items()]
+        if card is not None:
+            headers.append("largest micro-batch")
+            for row, compared in zip(rows, result["methods"].values()):
+                row.append(str(compared["largest_micro_batch"]))
+        print(render_table(headers, rows))
     print(units)
     return 0

@@ -10,8 +10,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.errors import CalculatorError
-from calculator.training import ATTENTION, CHECKPOINTING, TrainingSetup, activation_model, largest_micro_batch, \
-    training_memory
+from calculator.training import ATTENTION, CHECKPOINTING, TrainingSetup, activation_model, korthikanti_layer_bytes, \
+    largest_micro_batch, training_memory
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
@@ -19,7 +19,6 @@ from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import method_picker, number, precision_picker, show_error, softcap_caveat
 
 KEYS = ("ac_model", "ac_gpu", "ac_precision", "ac_method", "ac_batch", "ac_sequence", "ac_attention")
-GROUPS = ("norm", "attention", "scores", "mlp", "dropout", "lora")
 
 
 def sequence_lengths(chosen: int, limit: int) -> list[int]:
@@ -76,20 +75,18 @@ def render(ctx: Context) -> None:
                       none=largest["none"], selective=largest["selective"], full=largest["full"]))
 
     layer = activation_model(model.summary, model.spec, traits, base)
-    sums = {group: sum(s.bytes for s in layer.layer if s.group == group) for group in GROUPS}
     rows = [{ctx.t("activations.col_what"): ctx.t(f"activations.group_{group}"),
-             ctx.t("activations.col_bytes"): format_bytes(size, lang)} for group, size in sums.items() if size]
+             ctx.t("activations.col_bytes"): format_bytes(size, lang)} for group, size in layer.layer_groups().items()
+            if size]
     rows.append({ctx.t("activations.col_what"): ctx.t("activations.group_total"),
-                 ctx.t("activations.col_bytes"): format_bytes(sum(sums.values()), lang)})
+                 ctx.t("activations.col_bytes"): format_bytes(layer.layer_tensors_bytes, lang)})
     st.markdown(ctx.t("activations.layer_title", layers=model.spec.layers + model.spec.encoder_layers))
     st.dataframe(rows, hide_index=True)
-    h, heads = model.spec.hidden, model.spec.heads
-    linear = 34 * sequence * batch * h
-    korthikanti = linear + 5 * heads * sequence * sequence * batch
-    st.caption(ctx.t("activations.korthikanti", formula=format_bytes(korthikanti, lang),
-                     linear=format_bytes(linear, lang),
-                     ours=format_bytes(sum(sums.values()), lang),
-                     logits=format_bytes(sum(s.bytes for s in layer.head if s.name.startswith("loss")), lang)))
+    korthikanti = korthikanti_layer_bytes(batch, sequence, model.spec.hidden, model.spec.heads)
+    st.caption(ctx.t("activations.korthikanti", formula=format_bytes(korthikanti.total_bytes, lang),
+                     linear=format_bytes(korthikanti.linear_bytes, lang),
+                     ours=format_bytes(layer.layer_tensors_bytes, lang),
+                     logits=format_bytes(layer.loss_saved, lang)))
     softcap_caveat(ctx, model)
     share_box(ctx, KEYS)
 

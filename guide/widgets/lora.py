@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator.errors import CalculatorError
-from calculator.training import METHODS, TrainingSetup, largest_micro_batch, lora_parameters, training_memory
+from calculator.training import METHODS, TrainingSetup, compare_methods
 from guide.charts import capacity_line
 from guide.format import escape_markdown, format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, share_box
@@ -31,35 +31,36 @@ def render(ctx: Context) -> None:
     batch = number(ctx, "micro_batch", "lo_batch", 1, 4096, container=c6)
     sequence = number(ctx, "sequence", "lo_sequence", 2048, 1_048_576, container=c7, step=256)
     traits = model.traits
+    setup = TrainingSetup(precision=precision, micro_batch=batch, sequence=sequence, lora_rank=rank,
+                          lora_targets=targets)
     try:
-        adapters = lora_parameters(model.summary, rank, targets)
-        setups = [TrainingSetup(method=m, precision=precision, micro_batch=batch, sequence=sequence, lora_rank=rank,
-                                lora_targets=targets) for m in METHODS]
-        memories = [training_memory(model.summary, model.spec, s, traits=traits) for s in setups]
+        methods = compare_methods(model.summary, model.spec, setup, traits=traits, capacity=gpu.memory_bytes)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx, KEYS)
         return
-    parameters = model.summary.parameters
+    lora, qlora = methods["lora"], methods["qlora"]
     m1, m2 = st.columns(2)
-    m1.metric(ctx.t("lora.trainable"), format_count(adapters, lang),
-              ctx.t("lora.share", percent=format_number(100 * adapters / parameters, 2, lang)), delta_color="off", delta_arrow="off")
-    m2.metric(ctx.t("lora.qlora_weights"), format_bytes(memories[2].weights_bytes, lang),
-              ctx.t("lora.instead_of", size=format_bytes(memories[1].weights_bytes, lang)), delta_color="off", delta_arrow="off")
-    labels = [ctx.t(f"training.method_{m}") for m in METHODS]
-    fig = component_chart(ctx, labels, peak_parts(memories), "")
+    m1.metric(ctx.t("lora.trainable"), format_count(lora.trainable_parameters, lang),
+              ctx.t("lora.share", percent=format_number(lora.trainable_percent, 2, lang)), delta_color="off",
+              delta_arrow="off")
+    m2.metric(ctx.t("lora.qlora_weights"), format_bytes(qlora.memory.weights_bytes, lang),
+              ctx.t("lora.instead_of", size=format_bytes(lora.memory.weights_bytes, lang)), delta_color="off",
+              delta_arrow="off")
+    labels = {m: ctx.t(f"training.method_{m}") for m in METHODS}
+    fig = component_chart(ctx, list(labels.values()), peak_parts([methods[m].memory for m in METHODS]), "")
     capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="lo_chart")
     rows = []
-    for label, setup, memory in zip(labels, setups, memories):
-        largest = largest_micro_batch(model.summary, model.spec, gpu.memory_bytes, setup, traits=traits)
+    for method in METHODS:
+        compared = methods[method]
         rows.append({
-            ctx.t("training.method"): label,
-            ctx.t("lora.col_trained"): format_count(memory.trainable_parameters, lang),
-            ctx.t("training.part_weights"): format_bytes(memory.weights_bytes, lang),
-            ctx.t("training.part_activations"): format_bytes(memory.activations_bytes, lang),
-            ctx.t("training.column_peak"): format_bytes(memory.total_bytes, lang),
-            ctx.t("lora.col_largest"): largest,
+            ctx.t("training.method"): labels[method],
+            ctx.t("lora.col_trained"): format_count(compared.trainable_parameters, lang),
+            ctx.t("training.part_weights"): format_bytes(compared.memory.weights_bytes, lang),
+            ctx.t("training.part_activations"): format_bytes(compared.memory.activations_bytes, lang),
+            ctx.t("training.column_peak"): format_bytes(compared.memory.total_bytes, lang),
+            ctx.t("lora.col_largest"): compared.largest_micro_batch,
         })
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("lora.caption", targets=escape_markdown(targets, 80), rank=rank))

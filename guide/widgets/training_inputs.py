@@ -9,13 +9,13 @@ import streamlit as st
 
 from calculator.errors import CalculatorError
 from calculator.model import Model
-from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, TrainingMemory
+from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PEAK_COMPONENTS, PRECISIONS, TrainingMemory
 from guide.charts import stacked_memory
 from guide.format import escape_markdown
 from guide.widgets import Context
 
 # Components of a training step, in stacking order, with one colour each across the chapter.
-COMPONENTS = ("weights", "master", "gradients", "optimizer", "activations", "buffers", "temporary")
+COMPONENTS = PEAK_COMPONENTS
 COLORS = {"weights": "#3366cc", "master": "#8fb0e6", "gradients": "#ff9900", "optimizer": "#dc3912",
           "activations": "#109618", "buffers": "#990099", "temporary": "#9aa5b1"}
 
@@ -49,16 +49,10 @@ def number(ctx: Context, label: str, key: str, default: int, high: int, containe
 
 
 def peak_parts(memories: list[TrainingMemory]) -> dict[str, list[int]]:
-    """What each GPU holds at its peak, component by component (the master copy apart)."""
-    parts = {name: [] for name in COMPONENTS}
-    for memory in memories:
-        at_peak = memory.at_peak
-        master = memory.master_weights_bytes if at_peak["weights"] >= memory.master_weights_bytes else 0
-        parts["weights"].append(at_peak["weights"] - master)
-        parts["master"].append(master)
-        for name in ("gradients", "optimizer", "activations", "buffers", "temporary"):
-            parts[name].append(at_peak[name])
-    return parts
+    """The engine's components at the peak (the master copy apart), one list per component
+    with one value per bar."""
+    components = [memory.peak_components() for memory in memories]
+    return {name: [bars[name] for bars in components] for name in COMPONENTS}
 
 
 def component_chart(ctx: Context, x: list, parts: dict[str, list[int]], x_title: str):

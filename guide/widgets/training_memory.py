@@ -7,13 +7,14 @@ import streamlit as st
 
 from calculator.errors import CalculatorError
 from calculator.inference import inference_memory
-from calculator.training import TrainingSetup, largest_micro_batch, rule_of_thumb_bytes, training_memory
+from calculator.training import TrainingSetup, largest_micro_batch, rule_of_thumb_bytes, rule_of_thumb_split, \
+    training_memory
 from guide.charts import capacity_line
 from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import gpu_picker, model_picker
 from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, number, optimizer_picker, \
-    peak_parts, precision_picker, show_error, softcap_caveat
+    precision_picker, show_error, softcap_caveat
 
 KEYS = ("tm_model", "tm_gpu", "tm_precision", "tm_optimizer", "tm_batch", "tm_sequence")
 
@@ -40,6 +41,7 @@ def render(ctx: Context) -> None:
     inference = inference_memory(model.summary, model.spec, batch, min(sequence, 10**8), "bfloat16")
     parameters = model.summary.parameters
     rule = rule_of_thumb_bytes(parameters)
+    rule_parts = rule_of_thumb_split(parameters)
 
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("training_memory.inference"), format_bytes(inference.total_bytes, lang))
@@ -48,26 +50,25 @@ def render(ctx: Context) -> None:
               ctx.t("training_memory.times_inference", ratio=format_number(memory.total_bytes / inference.total_bytes,
                                                                             1, lang)), delta_color="off", delta_arrow="off")
     st.markdown(ctx.t("training_memory.rule_formula", params=format_billions(parameters, lang),
-                      x=format_number(parameters / 1e9, 2, lang), weights=format_number(2 * parameters / 1e9, 1, lang),
+                      x=format_number(parameters / 1e9, 2, lang),
+                      weights=format_number(rule_parts["weights"] / 1e9, 1, lang),
                       rule=format_number(rule / 1e9, 1, lang)))
 
     bars = [ctx.t("training_memory.bar_inference"), ctx.t("training_memory.bar_rule"), ctx.t("training_memory.bar_ours")]
     parts = {name: [0, 0, 0] for name in COMPONENTS}
     parts["weights"][0] = inference.weights_bytes
     parts["activations"][0] = inference.kv_cache_bytes + inference.activation_peak_bytes
-    parts["weights"][1], parts["gradients"][1], parts["optimizer"][1] = 2 * parameters, 2 * parameters, 4 * parameters
-    for name, values in peak_parts([memory]).items():
-        parts[name][2] = values[0]
+    for name, size in rule_parts.items():
+        parts[name][1] = size
+    for name, size in memory.peak_components().items():
+        parts[name][2] = size
     fig = component_chart(ctx, bars, parts, "")
     capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="tm_chart")
 
     rows = [{ctx.t("training.column_part"): ctx.t(f"training.part_{name}"),
              ctx.t("training.column_size"): format_bytes(size, lang)}
-            for name, size in (("weights", memory.weights_bytes - memory.master_weights_bytes),
-                               ("master", memory.master_weights_bytes), ("gradients", memory.gradients_bytes),
-                               ("optimizer", memory.optimizer_bytes), ("activations", memory.activations_bytes))
-            if size]
+            for name, size in memory.components().items() if size and name != "buffers"]
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("training_memory.peak", moment=moment(ctx, memory),
                      fb=format_bytes(memory.forward_backward_bytes, lang),

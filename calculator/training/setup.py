@@ -1,0 +1,142 @@
+"""What is trained and how (TrainingSetup), how the GPUs share it (Layout), the bytes each
+precision recipe stores, and the checks that refuse what cannot run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..architecture import ArchSpec
+from ..errors import CalculatorError
+
+# Choices, written as they appear in URLs and on the command line (language-neutral).
+PRECISIONS = ("mixed", "bfloat16", "float32", "amp")
+OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")
+METHODS = ("full", "lora", "qlora")
+CHECKPOINTING = ("none", "selective", "full")
+ATTENTION = ("sdpa", "eager")
+OPTIMIZER_IMPLS = ("fused", "foreach", "for-loop")
+DEVICES = ("cuda", "cpu")
+ACCOUNTINGS = ("paper", "deepspeed")
+STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "tensor", "pipeline", "tensor-pipeline")
+ZERO_STAGES = (0, 1, 2, 3)
+ALL_LINEAR = "all-linear"
+
+MAX_TOKENS = 10**7
+MAX_BATCH = 10**5
+MAX_GPUS = 100_000
+MAX_RANK = 65_536
+GPUS_PER_NODE = 8  # tensor parallelism stays inside a node (NVLink)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per element of what a training step stores, for one precision recipe."""
+
+    weight: int  # the stored (working) weights
+    grad: int
+    master: int  # float32 master copy kept by the optimizer (0: none)
+    state: int  # one optimizer state element (AdamW moments, SGD momentum, Adafactor)
+    act: int  # what the matrix products produce
+
+
+# mixed: 16-bit weights and gradients, float32 master weights and optimizer states (DeepSpeed,
+#   Megatron, the ZeRO paper's 2 + 2 + 12 bytes per parameter).
+# bfloat16: a model loaded in bfloat16 and trained as it is: everything in 16 bits.
+# float32: everything in 4 bytes.
+# amp: float32 weights, gradients and states; products in 16 bits under torch.autocast
+#   (the Trainer's bf16=True on a float32 model).
+PRECISION_BYTES = {
+    "mixed": Precision(weight=2, grad=2, master=4, state=4, act=2),
+    "bfloat16": Precision(weight=2, grad=2, master=0, state=2, act=2),
+    "float32": Precision(weight=4, grad=4, master=0, state=4, act=4),
+    "amp": Precision(weight=4, grad=4, master=0, state=4, act=2),
+}
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """What is trained and how: the choices that do not depend on the GPUs."""
+
+    method: str = "full"
+    precision: str = "mixed"
+    optimizer: str = "adamw"
+    micro_batch: int = 1
+    sequence: int = 2048
+    checkpointing: str = "none"
+    attention: str = "sdpa"
+    gradient_accumulation: int = 1  # micro-batches per optimizer step
+    lora_rank: int = 16
+    lora_targets: str = ALL_LINEAR  # module names (q_proj,v_proj) or "all-linear"
+    double_quant: bool = True  # QLoRA's quantized quantization constants
+    optimizer_impl: str = "fused"  # the Trainer's default with torch >= 2.8
+    device: str = "cuda"  # cpu: dropout keeps its mask in the activation dtype
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the GPUs share the work: gpus = data x tensor x pipeline."""
+
+    gpus: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+    zero: int = 0
+    offload_optimizer: bool = False
+    offload_parameters: bool = False
+    sequence_parallel: bool = True  # with tensor parallelism (Megatron's recommendation)
+    # paper: the ZeRO paper's model states (K = 12 bytes per parameter for mixed-precision
+    # Adam); deepspeed: DeepSpeed's own estimator, which also counts a float32 copy of the
+    # gradients and, before stage 3, room for every 16-bit gradient.
+    accounting: str = "paper"
+
+    @property
+    def data(self) -> int:
+        return self.gpus // (self.tensor * self.pipeline)
+
+
+# Checks ------------------------------------------------------------------------------------
+
+def _choice(name: str, value: object, choices) -> None:
+    if value not in choices:
+        raise CalculatorError("unknown_choice", name=name, value=str(value)[:30],
+                              choices=", ".join(str(c) for c in choices))
+
+
+def _whole(name: str, value: object, high: int, low: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise CalculatorError("bad_size", name=name, value=str(value)[:30], high=high)
+
+
+def check_setup(setup: TrainingSetup) -> None:
+    _choice("method", setup.method, METHODS)
+    _choice("precision", setup.precision, PRECISIONS)
+    _choice("optimizer", setup.optimizer, OPTIMIZERS)
+    _choice("checkpointing", setup.checkpointing, CHECKPOINTING)
+    _choice("attention", setup.attention, ATTENTION)
+    _choice("optimizer implementation", setup.optimizer_impl, OPTIMIZER_IMPLS)
+    _choice("device", setup.device, DEVICES)
+    _whole("micro-batch", setup.micro_batch, MAX_BATCH)
+    _whole("sequence", setup.sequence, MAX_TOKENS)
+    _whole("gradient accumulation", setup.gradient_accumulation, 10_000)
+    _whole("LoRA rank", setup.lora_rank, MAX_RANK)
+
+
+def check_layout(layout: Layout, spec: ArchSpec) -> None:
+    _whole("number of GPUs", layout.gpus, MAX_GPUS)
+    _whole("tensor parallel size", layout.tensor, MAX_GPUS)
+    _whole("pipeline parallel size", layout.pipeline, MAX_GPUS)
+    _choice("ZeRO stage", layout.zero, ZERO_STAGES)
+    _choice("accounting", layout.accounting, ACCOUNTINGS)
+    if layout.gpus % (layout.tensor * layout.pipeline):
+        raise CalculatorError("bad_layout", gpus=layout.gpus, tensor=layout.tensor, pipeline=layout.pipeline)
+    if layout.tensor > 1 and spec.heads % layout.tensor:
+        raise CalculatorError("tensor_heads", tensor=layout.tensor, heads=spec.heads)
+    if layout.pipeline > _layer_count(spec):
+        raise CalculatorError("pipeline_layers", pipeline=layout.pipeline, layers=_layer_count(spec))
+    if layout.offload_optimizer and layout.zero == 0:
+        raise CalculatorError("offload_needs_zero")
+    if layout.offload_parameters and (layout.zero != 3 or not layout.offload_optimizer):
+        raise CalculatorError("param_offload_needs_zero3")
+
+
+def _layer_count(spec: ArchSpec) -> int:
+    return max(1, spec.layers + spec.encoder_layers)
