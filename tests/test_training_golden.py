@@ -25,7 +25,8 @@ SETUPS = (
     TrainingSetup(micro_batch=2, sequence=384),
     TrainingSetup(method="lora", precision="amp", checkpointing="selective", attention="eager", micro_batch=2,
                   sequence=384),
-    TrainingSetup(method="qlora", precision="bfloat16", checkpointing="full", micro_batch=2, sequence=384),
+    TrainingSetup(method="qlora", precision="bfloat16", checkpointing="full", micro_batch=2, sequence=384,
+                  adapter_dtype="base", kbit_prepare=False),  # the pre-split semantics the file was written with
     TrainingSetup(precision="float32", device="cpu", micro_batch=2, sequence=384),
 )
 LAYOUTS = (Layout(), Layout(8, zero=3, accounting="deepspeed"), Layout(16, tensor=2, pipeline=2, zero=1))
@@ -45,7 +46,7 @@ def figures(key: str) -> dict:
             except CalculatorError as error:
                 found["peaks"].append(error.code)
     for method in ("full", "lora", "qlora"):
-        setup = TrainingSetup(method=method, sequence=1024)
+        setup = TrainingSetup(method=method, sequence=1024, adapter_dtype="base", kbit_prepare=False)
         found["largest_micro_batch"][method] = largest_micro_batch(summary, spec, CAPACITY, setup, traits=traits)
     for strategy in STRATEGIES:
         found["fewest_gpus"][strategy] = fewest_gpus(summary, spec, CAPACITY, strategy, TrainingSetup(sequence=1024),

@@ -56,9 +56,10 @@ from .layer_tensors import ACTIVATION_KEEPS, LAYER_GROUPS, ROLES, SITES, Saved
 from .peak import PEAK_COMPONENTS, TrainingMemory, model_traits_default, training_memory
 from .quantized import NF4_BLOCK, NF4_SCALE_BLOCK, largest_module_parameters, nf4_bytes, quantized_base_bytes
 from .setup import (
-    ACCOUNTINGS, ALL_LINEAR, ATTENTION, CHECKPOINTING, DEVICES, GPUS_PER_NODE, MAX_BATCH, MAX_GPUS, MAX_RANK,
-    MAX_TOKENS, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISION_BYTES, PRECISIONS, STRATEGIES, ZERO_STAGES, Layout,
-    Precision, TrainingSetup, check_layout, check_setup,
+    ACCOUNTINGS, ADAPTER_DTYPES, ALL_LINEAR, ATTENTION, AUTOCAST_PRECISIONS, CHECKPOINTING, DEVICES, GPUS_PER_NODE,
+    MAX_BATCH, MAX_GPUS, MAX_RANK, MAX_TOKENS, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISION_BYTES, PRECISIONS,
+    STRATEGIES, ZERO_STAGES, Layout, Precision, TrainingSetup, adapters_in_float32, check_layout, check_setup,
+    float32_residual,
 )
 from .tensors import (
     BNB_BLOCK, BNB_MIN_8BIT, BNB_QMAPS_BYTES, NAME_ROLES, TensorGroup, full_tensors, linear_role, lora_modules,
@@ -66,6 +67,7 @@ from .tensors import (
 )
 
 __all__ = [
+    "ADAPTER_DTYPES", "AUTOCAST_PRECISIONS", "adapters_in_float32", "float32_residual",
     # setup
     "PRECISIONS", "OPTIMIZERS", "METHODS", "CHECKPOINTING", "ATTENTION", "OPTIMIZER_IMPLS", "DEVICES", "ACCOUNTINGS",
     "STRATEGIES", "ZERO_STAGES", "ALL_LINEAR", "MAX_TOKENS", "MAX_BATCH", "MAX_GPUS", "MAX_RANK", "GPUS_PER_NODE",

@@ -253,7 +253,7 @@ def _first_layer_saving(block: tuple[Saved, ...], adapted: _Adapted, checkpointi
     first norm keeps nothing, nor does its attention if no adapter sits there."""
     if adapted.full or checkpointing == "full":
         return 0
-    if not any(adapted.keeps_input(role) for role in ("attn_in", "attn_out", "attn_inner")):
+    if not any(adapted.adapts(role) for role in ("attn_in", "attn_out", "attn_inner")):
         return sum(x.bytes for x in block if x.part == "attention")
     return sum(x.bytes for x in block if x.site == "attention" and x.role == "norm")
 

@@ -12,7 +12,7 @@ import math
 from ..architecture import ArchSpec
 from ..families import ModelTraits
 from ..summary import ModelSummary
-from .setup import PRECISION_BYTES, TrainingSetup, _layer_count
+from .setup import AUTOCAST_PRECISIONS, PRECISION_BYTES, TrainingSetup, _layer_count, adapters_in_float32, float32_residual
 from .tensors import linear_role, lora_modules
 
 # Tensors of n x intermediate that an activation function keeps for its backward, besides its
@@ -85,13 +85,15 @@ class _Dims:
     residual_bytes: int  # the residual stream
     mask_bytes: int  # one element of a dropout mask
     normalised_bytes: int  # a Llama-style norm's normalised values
-    autocast: bool  # amp: float32 weights, 16-bit products under torch.autocast
+    autocast: bool  # a float32 residual stream with 16-bit products under torch.autocast (amp, prepared QLoRA)
     rms_norm: bool  # Llama-style RMSNorm (else nn.LayerNorm)
     eager: bool  # the score matrices are built: eager attention, or SDPA's math path
     math_path: bool  # SDPA's math path, in float32
     activation_keeps: int  # ACTIVATION_KEEPS of the model's activation function
     experts_per_token: int  # 1 without experts
     expert_width: int
+    adapter_input_bytes: int = 0  # float32 adapters on a 16-bit model: each keeps its input cast (4, or 2 under autocast)
+    adapter_output_bytes: int = 0  # and its A output in that dtype (0: the products' own)
 
     @property
     def hidden_states(self) -> int:
@@ -105,8 +107,12 @@ class _Dims:
 
 def _dims(spec: ArchSpec, traits: ModelTraits, setup: TrainingSetup) -> _Dims:
     precision = PRECISION_BYTES[setup.precision]
-    autocast = setup.precision == "amp"
+    autocast = float32_residual(setup)
     act_bytes = precision.act
+    # peft casts a layer's input to its float32 adapters' dtype; under autocast the product
+    # casts it back to 16 bits and keeps that copy, without autocast it keeps the float32 one
+    under_autocast = autocast or setup.precision in AUTOCAST_PRECISIONS
+    adapter_bytes = (2 if under_autocast else 4) if adapters_in_float32(setup) else 0
     heads = max(spec.heads, 1)
     head_dim = spec.head_dim or spec.hidden // heads
     q_dim = heads * head_dim
@@ -131,7 +137,8 @@ def _dims(spec: ArchSpec, traits: ModelTraits, setup: TrainingSetup) -> _Dims:
         eager=attention == "eager" or math_path, math_path=math_path,
         activation_keeps=ACTIVATION_KEEPS.get(traits.activation, 1),
         experts_per_token=max(spec.experts_per_token, 1),
-        expert_width=spec.expert_intermediate or spec.intermediate)
+        expert_width=spec.expert_intermediate or spec.intermediate,
+        adapter_input_bytes=adapter_bytes, adapter_output_bytes=adapter_bytes)
 
 
 @dataclass(frozen=True)
@@ -142,9 +149,17 @@ class _Adapted:
     roles: frozenset = frozenset()
     rank: int = 0
     adapters_per_layer: dict = field(default_factory=dict)  # role -> adapted matrices per layer
+    inputs_per_layer: dict = field(default_factory=dict)  # role -> input features of those matrices, per layer
+    own_inputs: bool = False  # float32 adapters keep their own cast copy: the model's own input is not needed
+
+    def adapts(self, role: str) -> bool:
+        return self.full or role in self.roles
 
     def keeps_input(self, role: str) -> bool:
-        return self.full or role in self.roles
+        """Whether the matrices of this role need the layer's own (model-dtype) input for their
+        gradients: trained weights do, adapters in the model's dtype do; float32 adapters
+        keep the copy they cast instead."""
+        return self.full or (role in self.roles and not self.own_inputs)
 
 
 def _adapted(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup) -> _Adapted:
@@ -152,10 +167,14 @@ def _adapted(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup) -> _Ad
         return _Adapted(full=True)
     layers = _layer_count(spec)
     per_layer: dict[str, float] = {}
+    inputs: dict[str, float] = {}
     for m in lora_modules(summary, setup.lora_targets):
         role = linear_role(m, spec)
-        per_layer[role] = per_layer.get(role, 0) + m.count / (1 if role == "head" else layers)
-    return _Adapted(full=False, roles=frozenset(per_layer), rank=setup.lora_rank, adapters_per_layer=per_layer)
+        share = m.count / (1 if role == "head" else layers)
+        per_layer[role] = per_layer.get(role, 0) + share
+        inputs[role] = inputs.get(role, 0) + share * m.in_features
+    return _Adapted(full=False, roles=frozenset(per_layer), rank=setup.lora_rank, adapters_per_layer=per_layer,
+                    inputs_per_layer=inputs, own_inputs=adapters_in_float32(setup))
 
 
 def _norm_tensors(dims: _Dims, adapted: _Adapted, name: str, site: str, readers_role: str,
@@ -290,5 +309,13 @@ def _adapter_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, site: str) 
                 for role, v in adapted.adapters_per_layer.items() if role in roles)
     if not count:
         return []
-    return [Saved("LoRA: A's outputs", math.ceil(count * dims.act_bytes * dims.tokens * adapted.rank), "lora", site,
+    out_bytes = dims.adapter_output_bytes or dims.act_bytes
+    kept = [Saved("LoRA: A's outputs", math.ceil(count * out_bytes * dims.tokens * adapted.rank), "lora", site,
                   tensor_parallel=False)]
+    if dims.adapter_input_bytes:  # each adapter's own copy of its input, in its dtype
+        inputs = sum(v * (routed if role == "experts" else 1)
+                     for role, v in adapted.inputs_per_layer.items() if role in roles)
+        kept.append(Saved("LoRA: inputs cast for the float32 adapters",
+                          math.ceil(dims.adapter_input_bytes * dims.tokens * inputs), "lora", site,
+                          tensor_parallel=False))
+    return kept

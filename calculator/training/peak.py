@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 import math
 
 from ..architecture import ArchSpec
@@ -10,7 +10,7 @@ from ..families import ModelTraits, traits_from_config
 from ..summary import ModelSummary
 from .activations import ActivationModel, activation_model
 from .quantized import largest_module_parameters, quantized_base_bytes
-from .setup import PRECISION_BYTES, Layout, TrainingSetup, _layer_count, check_layout, check_setup
+from .setup import PRECISION_BYTES, Layout, TrainingSetup, _layer_count, adapters_in_float32, check_layout, check_setup
 from .tensors import (
     full_tensors, lora_modules, lora_rank_of, lora_tensors, optimizer_state_bytes, optimizer_step_temporary,
 )
@@ -179,15 +179,20 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
         tensors = lora_tensors(summary, setup.lora_rank, setup.lora_targets)
         trainable_total = sum(x.parameters for x in tensors)
         trainable = math.ceil(trainable_total * share)
+        kept = 4 if setup.method == "qlora" and setup.kbit_prepare else p.weight  # prepare_model_for_kbit_training
         base = held * p.weight if setup.method == "lora" else \
-            math.ceil(quantized_base_bytes(summary, p.weight, setup.double_quant) * share)
+            math.ceil(quantized_base_bytes(summary, kept, setup.double_quant) * share)
+    trained = p  # what the trained parameters are stored in
+    if adapters_in_float32(setup):  # peft's float32 adapters: float32 weights, gradients and states
+        trained = replace(p, weight=4, grad=4, master=0, state=4)
 
     def shard(size: int, from_stage: int) -> int:
         return math.ceil(size / d) if layout.zero >= from_stage else size
 
-    working, master = trainable * p.weight, trainable * p.master
-    states = math.ceil(optimizer_state_bytes(tensors, setup.optimizer, p.state) * trainable / max(trainable_total, 1))
-    grads16 = trainable * p.grad
+    working, master = trainable * trained.weight, trainable * trained.master
+    states = math.ceil(optimizer_state_bytes(tensors, setup.optimizer, trained.state) * trainable
+                       / max(trainable_total, 1))
+    grads16 = trainable * trained.grad
     # DeepSpeed converts the 16-bit gradients to float32 for the optimizer (its partition of them)
     fp32_grads = shard(trainable * 4, 1) if (deepspeed and p.master) else 0
 

@@ -9,7 +9,10 @@ from ..architecture import ArchSpec
 from ..errors import CalculatorError
 
 # Choices, written as they appear in URLs and on the command line (language-neutral).
-PRECISIONS = ("mixed", "bfloat16", "float32", "amp")
+PRECISIONS = ("mixed", "bfloat16", "float32", "amp", "bf16-autocast")
+ADAPTER_DTYPES = ("float32", "base")
+# Precisions whose forward runs under torch.autocast (16-bit products).
+AUTOCAST_PRECISIONS = ("amp", "bf16-autocast")
 OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")
 METHODS = ("full", "lora", "qlora")
 CHECKPOINTING = ("none", "selective", "full")
@@ -45,11 +48,16 @@ class Precision:
 # float32: everything in 4 bytes.
 # amp: float32 weights, gradients and states; products in 16 bits under torch.autocast
 #   (the Trainer's bf16=True on a float32 model).
+# bf16-autocast: the Trainer's bf16=True on a 16-bit checkpoint, which transformers 5 loads in
+#   its own dtype (dtype="auto"): 16-bit weights and gradients, and torch's AdamW keeps its
+#   states in the parameters' dtype; no float32 master copy. What it keeps for the backward
+#   is what a bfloat16 model keeps (the products are 16-bit either way).
 PRECISION_BYTES = {
     "mixed": Precision(weight=2, grad=2, master=4, state=4, act=2),
     "bfloat16": Precision(weight=2, grad=2, master=0, state=2, act=2),
     "float32": Precision(weight=4, grad=4, master=0, state=4, act=4),
     "amp": Precision(weight=4, grad=4, master=0, state=4, act=2),
+    "bf16-autocast": Precision(weight=2, grad=2, master=0, state=2, act=2),
 }
 
 
@@ -70,6 +78,13 @@ class TrainingSetup:
     double_quant: bool = True  # QLoRA's quantized quantization constants
     optimizer_impl: str = "fused"  # the Trainer's default with torch >= 2.8
     device: str = "cuda"  # cpu: dropout keeps its mask in the activation dtype
+    # peft's get_peft_model(autocast_adapter_dtype=True), its default: adapters of a 16-bit model
+    # are created in float32 ("float32"); "base" keeps them in the model's dtype.
+    adapter_dtype: str = "float32"
+    # QLoRA as peft's prepare_model_for_kbit_training leaves it: every parameter that is not
+    # 4-bit (embeddings, norms, the output head) cast to float32, so the residual stream runs
+    # in float32 under the Trainer's autocast.
+    kbit_prepare: bool = True
 
 
 @dataclass(frozen=True)
@@ -114,6 +129,7 @@ def check_setup(setup: TrainingSetup) -> None:
     _choice("attention", setup.attention, ATTENTION)
     _choice("optimizer implementation", setup.optimizer_impl, OPTIMIZER_IMPLS)
     _choice("device", setup.device, DEVICES)
+    _choice("adapter dtype", setup.adapter_dtype, ADAPTER_DTYPES)
     _whole("micro-batch", setup.micro_batch, MAX_BATCH)
     _whole("sequence", setup.sequence, MAX_TOKENS)
     _whole("gradient accumulation", setup.gradient_accumulation, 10_000)
@@ -140,3 +156,15 @@ def check_layout(layout: Layout, spec: ArchSpec) -> None:
 
 def _layer_count(spec: ArchSpec) -> int:
     return max(1, spec.layers + spec.encoder_layers)
+
+
+def adapters_in_float32(setup: TrainingSetup) -> bool:
+    """LoRA or QLoRA adapters that peft created in float32 on a model with 16-bit weights."""
+    return (setup.method != "full" and setup.adapter_dtype == "float32"
+            and (PRECISION_BYTES[setup.precision].weight == 2 or setup.method == "qlora"))
+
+
+def float32_residual(setup: TrainingSetup) -> bool:
+    """The residual stream runs in float32 while the products run in 16 bits: float32 weights
+    under autocast (amp), or QLoRA's float32 embeddings and norms after prepare_model_for_kbit_training."""
+    return setup.precision == "amp" or (setup.method == "qlora" and setup.kbit_prepare)
