@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.budget import Budget, readings_of
-from calculator.inference import can_generate, inference_memory, largest_context
+from calculator.inference import inference_memory, largest_context
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box

@@ -8,7 +8,7 @@ import streamlit as st
 from calculator.budget import Budget, readings_of
 from calculator.inference import inference_memory
 from calculator.snippets import SNIPPET_DTYPES, dummy_data_snippet
-from guide.format import format_bytes, format_count
+from guide.format import format_count
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import case_inputs, readings_row
 from guide.widgets.inference_inputs import attention_picker, mode_picker
