@@ -49,7 +49,7 @@ def run(args) -> int:
         return 0
     quant = "" if plan.quantization == "none" else f" + {plan.quantization} on the GPU"
     print(f"Model: {resolved.load_id or resolved.name}   {dtype}{quant}   "
-          f"total {format_bytes(plan.all_on_gpu_bytes)} on one device")
+          f"whole model in this format: {format_bytes(plan.all_on_gpu_bytes)}")
     print(f"GPU budget: {format_bytes(gpu_budget)} x {args.gpus} ({card.name})")
     print(render_table(["from", "to", "modules", "device"], [[a, b, str(n), d] for a, b, d, n in compact_map(plan.device_map)]))
     print(f"On GPUs {format_bytes(plan.gpu_bytes)}, CPU {format_bytes(plan.cpu_bytes)}, disk {format_bytes(plan.disk_bytes)}.")
