@@ -294,12 +294,16 @@ def test_quantized_cpu_limit_sends_the_rest_to_disk():
     assert limited.cpu_bytes == (3 * 2**30 - head) // (218_112_000 * 2) * 218_112_000 * 2
 
 
-def test_quantized_all_on_gpu_is_the_whole_quantized_model():
+@pytest.mark.parametrize("quantization", ["bnb-nf4", "bnb-int8"])
+@pytest.mark.parametrize("key", ["llama-3.1-8b", "mixtral-8x7b-v0.1", "gpt2", "qwen2.5-0.5b", "gemma-2-9b"])
+def test_quantized_all_on_gpu_is_the_whole_quantized_model(key, quantization):
+    """On a GPU large enough, the plan's bytes are calculator.quantization's count of the same
+    format (pinned there against real bitsandbytes layers): the same modules are converted."""
     from calculator.model import catalog_model
     from calculator.quantization import quantize_model
 
-    model = build_meta_model(catalog.config("llama-3.1-8b"), "bfloat16")
-    plan = plan_device_map(model, [40 * 2**30], None, "bfloat16", "bnb-nf4")
+    model = build_meta_model(catalog.config(key), "bfloat16")
+    plan = plan_device_map(model, [2**40], None, "bfloat16", quantization)
     assert not plan.offloaded and plan.gpu_bytes == plan.all_on_gpu_bytes
-    entry = catalog_model("llama-3.1-8b")
-    assert plan.gpu_bytes == quantize_model(entry.summary, entry.spec, "bnb-nf4").total_bytes
+    entry = catalog_model(key)
+    assert plan.gpu_bytes == quantize_model(entry.summary, entry.spec, quantization).total_bytes
