@@ -89,7 +89,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         slug="cpu-offloading",
         titles={"en": "CPU offloading", "fr": "Le déchargement sur le CPU"},
         icon=":material/swap_horiz:",
-        anchors=("device-map", "offload-cost", "zero-offload"),
+        anchors=("device-map", "offload-cost", "zero-offload", "llama-cpp"),
         case=("model", "gpu", "dtype"),
         defaults=Case(model="llama-3.1-8b", gpu="t4"),
     ),

@@ -79,9 +79,10 @@ def test_slowdown_by_hand():
 
 
 def test_snippet_reproduces_the_budgets():
-    code = snippet("meta-llama/Meta-Llama-3-8B", "LlamaForCausalLM", [10 * 2**30, 10 * 2**30], 3 * 2**30 + 1,
-                   "bfloat16", needs_disk=True)
-    assert 'max_memory={0: "10GiB", 1: "10GiB", "cpu": 3221225473}' in code
+    model = build_meta_model(catalog.config("llama-3-8b"), "bfloat16")
+    plan = plan_device_map(model, [4 * 2**30, 4 * 2**30], 3 * 2**30 + 1, "bfloat16")
+    code = snippet("meta-llama/Meta-Llama-3-8B", "LlamaForCausalLM", plan)
+    assert plan.disk_bytes and 'max_memory={0: "4GiB", 1: "4GiB", "cpu": 3221225473}' in code
     assert 'device_map="auto"' in code and "offload_folder" in code and "dtype=torch.bfloat16" in code
     compile(code, "snippet", "exec")
 
@@ -114,3 +115,195 @@ def test_offload_cli():
     assert "Device 0 is not available" not in out.stderr
     bad = cli("offload", "gpt2", "--gpu-memory", "lots", "--cpu-memory", "1GiB")
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+    bad = cli("offload", "gpt2", "--quantization", "int3")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+
+
+def test_offload_cli_without_budgets_says_the_cpu_memory_needed():
+    """No --gpu-memory: the card's default budget; no --cpu-memory: the CPU takes the rest and
+    the CPU memory needed is printed. Every older key is still there."""
+    from calculator.offload import default_gpu_budget
+
+    data = json.loads(cli("offload", "llama-3.1-8b", "--gpu", "t4", "--json").stdout)
+    assert data["gpu_budget"] == default_gpu_budget(gpu("t4"))
+    assert {"model", "gpu", "device_map", "max_memory", "bytes_by_device", "total_bytes", "gpu_bytes", "cpu_bytes",
+            "disk_bytes", "dtype", "cost", "snippet"} <= set(data)
+    assert data["cpu_needed_bytes"] == data["cpu_bytes"] == 3_668_025_856 and data["disk_bytes"] == 0
+    assert data["cpu_limit"] is None and data["quantization"] == "none"
+    text = cli("offload", "llama-3.1-8b", "--gpu", "t4").stdout
+    assert "CPU memory needed: 3.42 GiB" in text
+    quantized = json.loads(cli("offload", "llama-3.1-70b", "--gpu", "rtx4090", "--quantization", "bnb-nf4",
+                               "--json").stdout)
+    assert quantized["quantization"] == "bnb-nf4" and quantized["cpu_bytes"] > 0
+    assert "llm_int8_enable_fp32_cpu_offload=True" in quantized["snippet"]
+
+
+# -- a GPU budget alone: how much CPU memory ----------------------------------------------
+
+def _transformers_map(model, max_memory: dict) -> dict:
+    from transformers.integrations.accelerate import _get_device_map
+
+    return dict(_get_device_map(model, "auto", dict(max_memory), None))
+
+
+@pytest.mark.parametrize("key,gpus", [("llama-3.1-8b", [6 * 2**30]), ("mixtral-8x7b-v0.1", [20 * 2**30, 20 * 2**30]),
+                                      ("gpt2", [100 * 2**20])])
+def test_without_a_cpu_budget_the_cpu_takes_the_rest(key, gpus):
+    """Nothing goes to disk, the GPUs hold what they held with any large CPU budget, and the
+    snippet's max_memory (with the CPU room it writes) makes transformers place exactly this."""
+    model = build_meta_model(catalog.config(key), "bfloat16")
+    plan = plan_device_map(model, gpus, None, "bfloat16")
+    assert plan.disk_bytes == 0 and plan.cpu_bytes > 0 and plan.cpu_limit is None
+    assert plan.gpu_bytes + plan.cpu_bytes == plan.total_bytes == catalog.stored_summary(key).total_bytes_at("bfloat16")
+    roomy = plan_device_map(model, gpus, 2**45, "bfloat16")
+    assert roomy.device_map == plan.device_map
+    assert plan.requested["cpu"] % 2**30 == 0 and plan.requested["cpu"] >= plan.cpu_bytes
+    assert _transformers_map(model, plan.requested) == dict(plan.device_map)
+    code = snippet(catalog.find(key).id, type(model).__name__, plan)
+    assert f'"cpu": "{plan.requested["cpu"] // 2**30}GiB"' in code and "offload_folder" not in code
+
+
+def test_cpu_needed_for_llama_3_1_8b_on_a_t4_by_hand():
+    """The T4's default budget: what a process gets (14,909 MiB less the 1,474 MB context) less
+    the 5% headroom, in whole MiB; the CPU holds every decoder layer that does not fit."""
+    from calculator.offload import default_gpu_budget
+
+    card = gpu("t4")
+    usable = 14909 * 2**20 - 1_474_000_000
+    assert default_gpu_budget(card) == (usable - -(-usable * 5 // 100)) // 2**20 * 2**20
+    model = build_meta_model(catalog.config("llama-3.1-8b"), "bfloat16")
+    plan = plan_device_map(model, [default_gpu_budget(card)], None, "bfloat16")
+    layer = 218_112_000 * 2  # one decoder layer in bfloat16
+    on_cpu = [k for k, v in plan.device_map.items() if v == "cpu"]
+    layers_on_cpu = sum(1 for k in on_cpu if k.startswith("model.layers."))
+    head = 525_336_576 * 2
+    rotary = 2 * 64 * 4  # inv_freq and original_inv_freq, 64 float32 each
+    assert layers_on_cpu == 6 and {"lm_head", "model.norm", "model.rotary_emb"} <= set(on_cpu)
+    assert plan.cpu_bytes == layers_on_cpu * layer + head + 4096 * 2 + rotary == 3_668_025_856
+    assert plan.gpu_bytes <= default_gpu_budget(card)
+
+
+# -- bitsandbytes with offloading, as transformers does it ---------------------------------
+
+BNB_CONFIGS = {"bnb-nf4": dict(load_in_4bit=True, bnb_4bit_quant_type="nf4"),
+               "bnb-fp4": dict(load_in_4bit=True, bnb_4bit_quant_type="fp4"), "bnb-int8": dict(load_in_8bit=True)}
+
+
+def _bnb_model(config: dict, quantization: str, device_map, flag: bool = True):
+    """transformers' own quantizer on the meta model, as from_pretrained runs it
+    (modeling_utils.py: preprocess_model under the load dtype, before _get_device_map)."""
+    pytest.importorskip("bitsandbytes")
+    from transformers import BitsAndBytesConfig
+    from transformers.modeling_utils import local_torch_dtype
+    from transformers.quantizers.auto import AutoHfQuantizer
+
+    quantizer = AutoHfQuantizer.from_config(
+        BitsAndBytesConfig(**BNB_CONFIGS[quantization], llm_int8_enable_fp32_cpu_offload=flag), pre_quantized=False)
+    model = build_meta_model(config, "bfloat16")
+    with local_torch_dtype(torch.bfloat16, "test"), torch.device("meta"):
+        quantizer.preprocess_model(model=model, dtype=torch.bfloat16, device_map=device_map, checkpoint_files=None,
+                                   use_kernels=False)
+    return model, quantizer
+
+
+@pytest.mark.parametrize("quantization", ["bnb-nf4", "bnb-int8"])
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-mixtral", "tiny-gemma2"])
+@pytest.mark.parametrize("gpus", [[150_000], [325_000], [350_000], [400_000], [200_000, 200_000], [10**9]])
+def test_quantized_plan_is_transformers_own_placement(name, quantization, gpus):
+    """The map equals what `_get_device_map(model, "auto", ...)` computes with transformers'
+    real bitsandbytes quantizer, after its replacement of the linear layers."""
+    from transformers.integrations.accelerate import _get_device_map
+
+    config = load_test_config(name)
+    model, quantizer = _bnb_model(config, quantization, "auto")
+    memory = {i: b for i, b in enumerate(gpus)} | {"cpu": 2**50}
+    expected = _get_device_map(model, "auto", memory, quantizer)
+    plan = plan_device_map(build_meta_model(config, "bfloat16"), gpus, None, "bfloat16", quantization)
+    assert list(plan.device_map.items()) == list(expected.items())
+
+
+@pytest.mark.parametrize("quantization", ["bnb-nf4", "bnb-int8"])
+def test_quantized_layers_on_the_gpu_the_rest_unquantized(quantization):
+    """Given the plan's map as a dict with llm_int8_enable_fp32_cpu_offload, transformers
+    replaces the linear layers placed on the GPU only; the bytes on each side, by hand from
+    the converted model: quantized weights at bitsandbytes' size, the rest in bfloat16."""
+    import bitsandbytes as bnb
+
+    from calculator.offload_bnb import device_of
+    from calculator.quantization import bnb_int8_bytes, bnb_nf4_bytes
+
+    config = load_test_config("tiny-llama")
+    plan = plan_device_map(build_meta_model(config, "bfloat16"), [350_000], None, "bfloat16", quantization)
+    assert plan.cpu_bytes and plan.gpu_bytes
+    model, quantizer = _bnb_model(config, quantization, dict(plan.device_map))
+    quantizer.validate_environment(device_map=dict(plan.device_map))  # accepted with the flag
+    layer = bnb.nn.Linear8bitLt if quantization == "bnb-int8" else bnb.nn.Linear4bit
+    gpu_side = cpu_side = 0
+    for module_name, module in model.named_modules():
+        for tensor_name, tensor in list(module.named_parameters(recurse=False)) + list(module.named_buffers(recurse=False)):
+            full = f"{module_name}.{tensor_name}" if module_name else tensor_name
+            on_gpu = device_of(full, plan.device_map) not in ("cpu", "disk")
+            assert not (isinstance(module, layer) and not on_gpu), full  # nothing offloaded is quantized
+            if isinstance(module, layer) and tensor_name == "weight":
+                out_f, in_f = module.out_features, module.in_features
+                size = bnb_int8_bytes(in_f, out_f) if quantization == "bnb-int8" else bnb_nf4_bytes(in_f * out_f, False)
+            else:
+                assert tensor.dtype in (torch.bfloat16, torch.float32), full
+                size = tensor.numel() * tensor.element_size()
+            if on_gpu:
+                gpu_side += size
+            else:
+                cpu_side += size
+    assert (plan.gpu_bytes, plan.cpu_bytes) == (gpu_side, cpu_side)
+    converted = sum(isinstance(m, layer) for m in model.modules())
+    assert 0 < converted < sum(1 for m in build_meta_model(config, "bfloat16").modules()
+                               if type(m) is torch.nn.Linear)
+    strict, strict_quantizer = _bnb_model(config, quantization, dict(plan.device_map), flag=False)
+    with pytest.raises(ValueError, match="llm_int8_enable_fp32_cpu_offload"):
+        strict_quantizer.validate_environment(device_map=dict(plan.device_map))
+
+
+@pytest.mark.parametrize("quantization", ["bnb-nf4", "bnb-fp4", "bnb-int8"])
+def test_quantized_snippet_loads_with_the_explicit_map(quantization):
+    model = build_meta_model(catalog.config("llama-3.1-70b"), "bfloat16")
+    plan = plan_device_map(model, [20 * 2**30], 24 * 2**30, "bfloat16", quantization)
+    assert plan.gpu_bytes and plan.cpu_bytes and plan.disk_bytes
+    code = snippet("meta-llama/Llama-3.1-70B", "LlamaForCausalLM", plan, "fr")
+    assert "llm_int8_enable_fp32_cpu_offload=True" in code and "device_map=device_map" in code
+    assert "offload_folder" in code and "torch_dtype" not in code and "dtype=torch.bfloat16" in code
+    assert ("load_in_8bit=True" in code) == (quantization == "bnb-int8")
+    assert (f'bnb_4bit_quant_type="{quantization[4:]}"' in code) == (quantization != "bnb-int8")
+    assert "non quantifi" in code  # comments in the reader's language
+    start = code.index("device_map = {")
+    namespace: dict = {}
+    exec(code[start:code.index("\n}\n", start) + 2], namespace)
+    assert namespace["device_map"] == dict(plan.device_map)
+    compile(code, "snippet", "exec")
+
+
+def test_quantized_cpu_limit_sends_the_rest_to_disk():
+    """With a CPU limit the offloaded (unquantized) modules fill the CPU in model order, keeping
+    room for the largest of them, and the rest goes to disk; the GPU side is unchanged."""
+    model = build_meta_model(catalog.config("llama-3.1-8b"), "bfloat16")
+    free = plan_device_map(model, [4 * 2**30], None, "bfloat16", "bnb-nf4")
+    limited = plan_device_map(model, [4 * 2**30], 3 * 2**30, "bfloat16", "bnb-nf4")
+    assert limited.gpu_bytes == free.gpu_bytes and free.disk_bytes == 0
+    assert limited.cpu_bytes + limited.disk_bytes == free.cpu_bytes
+    head = 525_336_576 * 2  # lm_head in bfloat16, the largest offloaded entry
+    assert limited.largest_offloaded_bytes == head
+    assert limited.cpu_bytes == (3 * 2**30 - head) // (218_112_000 * 2) * 218_112_000 * 2
+
+
+@pytest.mark.parametrize("quantization", ["bnb-nf4", "bnb-int8"])
+@pytest.mark.parametrize("key", ["llama-3.1-8b", "mixtral-8x7b-v0.1", "gpt2", "qwen2.5-0.5b", "gemma-2-9b"])
+def test_quantized_all_on_gpu_is_the_whole_quantized_model(key, quantization):
+    """On a GPU large enough, the plan's bytes are calculator.quantization's count of the same
+    format (pinned there against real bitsandbytes layers): the same modules are converted."""
+    from calculator.model import catalog_model
+    from calculator.quantization import quantize_model
+
+    model = build_meta_model(catalog.config(key), "bfloat16")
+    plan = plan_device_map(model, [2**40], None, "bfloat16", quantization)
+    assert not plan.offloaded and plan.gpu_bytes == plan.all_on_gpu_bytes
+    entry = catalog_model(key)
+    assert plan.gpu_bytes == quantize_model(entry.summary, entry.spec, quantization).total_bytes

@@ -99,6 +99,8 @@ def _url_value_taken(key: str, raw: list[str]) -> bool:
     if key not in st.session_state:
         return True  # the widget was not drawn this time (a branch of the calculator)
     value = st.session_state[key]
+    if value is None:  # an input left empty (the page's case): the link's value was not an option
+        return not raw[-1].strip()
     form = URL_FORMS.get(key, str)
     if isinstance(value, (list, tuple)):
         return sorted(form(v) for v in value) == sorted(raw)

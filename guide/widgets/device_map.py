@@ -1,73 +1,134 @@
-"""cpu-offloading#device-map: accelerate's own placement of the real model for the reader's
-GPU, CPU and disk budgets, the cost of streaming offloaded weights, and the code to load it."""
+"""cpu-offloading#device-map: transformers' own placement of the case's model for a GPU budget
+(by default what the case's GPU gives a process, less the headroom), the CPU memory the rest
+needs (and the disk, under a CPU limit), bitsandbytes on the GPU with the offloaded layers
+kept unquantized, the cost of streaming them, and the code that loads it."""
 
 from __future__ import annotations
+
+import json
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator import catalog
-from calculator.offload import build_meta_model, compact_map, forward_cost, plan_device_map, snippet
+from calculator.errors import CalculatorError
+from calculator.offload import (QUANTIZATIONS, build_meta_model, compact_map, default_gpu_budget, forward_cost,
+                                plan_device_map, snippet)
+from calculator.precision import FLOAT_DTYPES
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, tokens_input, url_choice
+from guide.widgets.model_source import show_error
 
-KEYS = ("om_model", "om_gpu", "om_dtype", "om_gpus", "om_gpu_gib", "om_cpu_gib", "om_disk_gib")
+KEYS = ("om_model", "om_gpu", "om_dtype", "om_quant", "om_gpus", "om_gpu_gib", "om_cpu_gib", "om_disk_gib")
+DTYPES = ("bfloat16", "float16", "float32")
 COLOURS = {"gpu": "#2ca02c", "cpu": "#ff7f0e", "disk": "#d62728"}
+# A case precision that is not a float dtype: the planner loads bfloat16 weights and, where
+# bitsandbytes has the format, quantizes them on the GPU.
+CASE_QUANTIZATION = {"int8": "bnb-int8", "int4": "bnb-nf4", "bnb-int8": "bnb-int8", "bnb-nf4": "bnb-nf4",
+                     "bnb-nf4-dq": "bnb-nf4", "bnb-fp4": "bnb-fp4"}
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def meta_model(key: str, dtype: str):
-    """The catalog model on the meta device: a few MB of Python objects, built once."""
-    return build_meta_model(catalog.config(key), dtype)
+def meta_model(config_json: str, dtype: str):
+    """The model on the meta device: a few MB of Python objects, built once per config."""
+    return build_meta_model(json.loads(config_json), dtype)
 
 
 def _device_label(device: str, ctx: Context) -> str:
     return ctx.t(f"offload.device_{device}") if device in ("cpu", "disk") else ctx.t("parallelism.gpu_label", n=int(device))
 
 
+def weights_of(case_dtype: str) -> tuple[str, str]:
+    """(load dtype, default quantization) for the case's precision."""
+    if case_dtype in FLOAT_DTYPES:
+        return case_dtype, "none"
+    return "bfloat16", CASE_QUANTIZATION.get(case_dtype, "none")
+
+
+def budget_input(ctx: Context, label: str, key: str, placeholder: str, high: int, container, step: int = 1):
+    """A whole number of GiB bound to the URL, empty unless the reader or the link sets it."""
+    value = container.number_input(ctx.t(label), min_value=0, max_value=high, value=None, step=step, key=key,
+                                   bind="query-params", placeholder=placeholder)
+    return int(value) if value is not None else None
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "om_model", container=c1)
-    gpu = gpu_picker(ctx, "om_gpu", container=c2)
-    dtype = dtype_picker(ctx, "om_dtype", container=c3, options=("bfloat16", "float16", "float32"))
-    c4, c5, c6, c7 = st.columns(4)
-    gpus = tokens_input(ctx, "offload.gpus", "om_gpus", 1, high=8, container=c4, step=1)
-    gpu_gib = tokens_input(ctx, "offload.gpu_budget", "om_gpu_gib", 10, low=0, high=4096, container=c5, step=1)
-    cpu_gib = tokens_input(ctx, "offload.cpu_budget", "om_cpu_gib", 32, low=0, high=65536, container=c6, step=1)
-    disk_gib = tokens_input(ctx, "offload.disk_budget", "om_disk_gib", 200, low=0, high=1_048_576, container=c7, step=10)
-    if gpu_gib * GIB > gpu.memory_bytes:
-        st.warning(ctx.t("offload.budget_over_card", budget=gpu_gib, gpu=gpu.name,
+    inputs = case_inputs(ctx, {"model": "om_model", "gpu": "om_gpu", "dtype": "om_dtype"}, dtypes=DTYPES)
+    model, gpu = inputs.model, inputs.card
+    dtype, case_quantization = weights_of(inputs.dtype)
+    if dtype != inputs.dtype:
+        st.caption(ctx.t("offload.case_precision", precision=inputs.dtype, dtype=dtype))
+    c1, c2, c3, c4, c5 = st.columns([3, 2, 3, 3, 3])
+    quantization = url_choice(ctx, ctx.t("offload.quantization"), "om_quant", QUANTIZATIONS,
+                              lambda value: ctx.t(f"offload.quant_{value}"), default=case_quantization, container=c1,
+                              help=ctx.t("offload.quantization_help"))
+    gpus = tokens_input(ctx, "offload.gpus", "om_gpus", 1, high=8, container=c2, step=1)
+    default_budget = default_gpu_budget(gpu)
+    gpu_gib = budget_input(ctx, "offload.gpu_budget", "om_gpu_gib",
+                           ctx.t("offload.gpu_budget_default", size=format_bytes(default_budget, lang)), 4096, c3)
+    cpu_gib = budget_input(ctx, "offload.cpu_budget", "om_cpu_gib", ctx.t("offload.cpu_no_limit"), 65536, c4)
+    disk_gib = budget_input(ctx, "offload.disk_budget", "om_disk_gib", ctx.t("offload.disk_no_limit"), 1_048_576, c5,
+                            step=10)
+    budget = gpu_gib * GIB if gpu_gib is not None else default_budget
+    cpu_limit = cpu_gib * GIB if cpu_gib is not None else None
+    if budget > gpu.memory_bytes:
+        st.warning(ctx.t("offload.budget_over_card", budget=format_bytes(budget, lang), gpu=gpu.name,
                          capacity=format_bytes(gpu.memory_bytes, lang)))
-    key = catalog.find(model.name).key
-    # The first plan in a server process imports torch, transformers and accelerate (seconds).
-    with st.spinner(ctx.t("offload.building"), show_time=True):
-        model_on_meta = meta_model(key, dtype)
-    plan = plan_device_map(model_on_meta, [gpu_gib * GIB] * gpus, cpu_gib * GIB, dtype)
+    if not model.config_json:
+        show_error(ctx, CalculatorError("offload_no_config", model=model.name[:80]))
+        share_box(ctx, KEYS)
+        return
+    try:
+        # The first plan in a server process imports torch, transformers and accelerate (seconds).
+        with st.spinner(ctx.t("offload.building"), show_time=True):
+            model_on_meta = meta_model(model.config_json, dtype)
+        plan = plan_device_map(model_on_meta, [budget] * gpus, cpu_limit, dtype, quantization)
+    except CalculatorError as error:
+        show_error(ctx, error)
+        share_box(ctx, KEYS)
+        return
     cost = forward_cost(plan, gpu)
-    devices = list(plan.bytes_by_device)
+    _chart(ctx, plan)
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric(ctx.t("offload.on_gpus"), format_bytes(plan.gpu_bytes, lang),
+              help=ctx.t("offload.on_gpus_help", budget=format_bytes(budget, lang), n=gpus))
+    m2.metric(ctx.t("offload.cpu_needed" if cpu_limit is None else "offload.on_cpu"), format_bytes(plan.cpu_bytes, lang),
+              help=ctx.t("offload.cpu_needed_help"))
+    m3.metric(ctx.t("offload.on_disk"), format_bytes(plan.disk_bytes, lang))
+    m4.metric(ctx.t("offload.slowdown"), f"×{format_number(cost.slowdown, 1, lang)}")
+    _verdict(ctx, plan, cost, disk_gib, cpu_limit)
+    st.dataframe([{
+        ctx.t("offload.col_from"): first, ctx.t("offload.col_to"): last,
+        ctx.t("offload.col_modules"): count, ctx.t("offload.col_device"): _device_label(device, ctx),
+    } for first, last, device, count in compact_map(plan.device_map)], hide_index=True)
+    explicit = plan.quantization != "none" and plan.offloaded
+    st.caption(ctx.t("offload.snippet_caption_explicit" if explicit else "offload.snippet_caption"))
+    st.code(snippet(model.load_id or model.name, model.summary.architecture, plan, lang), language="python")
+    share_box(ctx, KEYS)
+
+
+def _chart(ctx: Context, plan) -> None:
+    lang = ctx.lang
     fig = go.Figure()
-    for device in devices:
+    for device, size in plan.bytes_by_device.items():
         kind = device if device in ("cpu", "disk") else "gpu"
-        fig.add_bar(x=[plan.bytes_by_device[device] / GIB], y=[""], orientation="h", name=_device_label(device, ctx),
+        fig.add_bar(x=[size / GIB], y=[""], orientation="h", name=_device_label(device, ctx),
                     marker_color=COLOURS[kind], marker_line_color="white", marker_line_width=2,
-                    text=[ctx.t("offload.bar_text", device=_device_label(device, ctx),
-                                size=format_bytes(plan.bytes_by_device[device], lang))],
+                    text=[ctx.t("offload.bar_text", device=_device_label(device, ctx), size=format_bytes(size, lang))],
                     textposition="inside")
     fig.update_layout(barmode="stack", showlegend=False)
     base_layout(fig, ctx.t("common.memory_axis"), "", lang, height=160)
     fig.update_layout(hovermode="closest")
     st.plotly_chart(fig, config={"displayModeBar": False}, key="om_chart")
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric(ctx.t("offload.on_gpus"), format_bytes(plan.gpu_bytes, lang))
-    m2.metric(ctx.t("offload.on_cpu"), format_bytes(plan.cpu_bytes, lang))
-    m3.metric(ctx.t("offload.on_disk"), format_bytes(plan.disk_bytes, lang))
-    m4.metric(ctx.t("offload.slowdown"), f"×{format_number(cost.slowdown, 1, lang)}")
-    if plan.disk_bytes > disk_gib * GIB:
+
+
+def _verdict(ctx: Context, plan, cost, disk_gib: int | None, cpu_limit: int | None) -> None:
+    lang = ctx.lang
+    if disk_gib is not None and plan.disk_bytes > disk_gib * GIB:
         st.error(ctx.t("offload.disk_too_small", needed=format_bytes(plan.disk_bytes, lang), budget=disk_gib))
-    elif plan.cpu_bytes or plan.disk_bytes:
+    elif plan.offloaded:
         st.warning(ctx.t("offload.cost", gpu_ms=format_number(cost.gpu_seconds * 1000, 1, lang),
                          cpu_ms=format_number(cost.cpu_seconds * 1000, 1, lang),
                          disk_ms=format_number(cost.disk_seconds * 1000, 1, lang),
@@ -76,21 +137,21 @@ def render(ctx: Context) -> None:
                          slowdown=format_number(cost.slowdown, 1, lang)))
     else:
         st.success(ctx.t("offload.all_on_gpu", ms=format_number(cost.gpu_seconds * 1000, 1, lang)))
-    st.dataframe([{
-        ctx.t("offload.col_from"): first, ctx.t("offload.col_to"): last,
-        ctx.t("offload.col_modules"): count, ctx.t("offload.col_device"): _device_label(device, ctx),
-    } for first, last, device, count in compact_map(plan.device_map)], hide_index=True)
-    st.caption(ctx.t("offload.snippet_caption"))
-    st.code(snippet(model.name, model.summary.architecture, [gpu_gib * GIB] * gpus, cpu_gib * GIB, dtype,
-                    plan.disk_bytes > 0), language="python")
-    share_box(ctx, KEYS)
+    if plan.offloaded and cpu_limit is None:
+        st.markdown(ctx.t("offload.cpu_needed_text", cpu=format_bytes(plan.cpu_bytes, lang)))
+    if plan.quantization != "none":
+        key = "offload.quantized_offloaded" if plan.offloaded else "offload.quantized_on_gpu"
+        st.info(ctx.t(key, dtype=plan.dtype, whole=format_bytes(plan.all_on_gpu_bytes, lang),
+                      quantization=ctx.t(f"offload.quant_{plan.quantization}"),
+                      stream=format_bytes(plan.largest_offloaded_bytes, lang)))
 
 
 WIDGET = Widget(
     name="device-map",
     render=render,
-    params=(Param("om_model", "mistralai/Mistral-7B-v0.1"), Param("om_gpu", "NVIDIA T4"),
-            Param("om_dtype", "float32"), Param("om_gpus", "2", given=(("om_gpu_gib", "6"),)),
+    params=(Param("om_model", "mistralai/Mistral-7B-v0.1"), Param("om_gpu", "NVIDIA A100 80GB SXM"),
+            Param("om_dtype", "float32"), Param("om_quant", "bnb-nf4"),
+            Param("om_gpus", "2", given=(("om_gpu_gib", "6"),)),
             Param("om_gpu_gib", "8"), Param("om_cpu_gib", "4"),
             Param("om_disk_gib", "2", given=(("om_cpu_gib", "4"),))),
 )

@@ -1,32 +1,34 @@
 """cpu-offloading#zero-offload: where ZeRO-Offload keeps each part of mixed-precision Adam
-training, and whether the PCIe transfers hide behind the GPU's work."""
+training of the case's model on the case's GPU, and whether the PCIe transfers hide behind the
+GPU's work."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from calculator.budget import Budget
 from calculator.offload import tokens_to_hide_transfers, zero_offload
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, tokens_input
 
 KEYS = ("zo_model", "zo_gpu", "zo_tokens")
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "zo_model", default="llama-2-13b", container=c1)
-    gpu = gpu_picker(ctx, "zo_gpu", default="a100-80gb", container=c2)
-    tokens = tokens_input(ctx, "offload.step_tokens", "zo_tokens", 16384, high=10**7, container=c3, step=1024)
+    inputs = case_inputs(ctx, {"model": "zo_model", "gpu": "zo_gpu"})
+    model, gpu = inputs.model, inputs.card
+    tokens = tokens_input(ctx, "offload.step_tokens", "zo_tokens", 16384, high=10**7, step=1024)
     z = zero_offload(model.summary.trainable_parameters, gpu, tokens)
+    budget = Budget(gpu)  # before activations: the states alone against what the process gets
     st.dataframe([
         {ctx.t("offload.col_setup"): ctx.t("offload.plain"), ctx.t("offload.col_gpu"): format_bytes(z.gpu_plain_bytes, lang),
          ctx.t("offload.col_cpu"): format_bytes(0, lang),
-         ctx.t("offload.col_fits"): "✓" if z.gpu_plain_bytes <= gpu.memory_bytes else "✗"},
+         ctx.t("offload.col_fits"): "✓" if z.gpu_plain_bytes <= budget.limit_bytes else "✗"},
         {ctx.t("offload.col_setup"): ctx.t("offload.zero"), ctx.t("offload.col_gpu"): format_bytes(z.gpu_offload_bytes, lang),
          ctx.t("offload.col_cpu"): format_bytes(z.cpu_offload_bytes, lang),
-         ctx.t("offload.col_fits"): "✓" if z.gpu_offload_bytes <= gpu.memory_bytes else "✗"},
+         ctx.t("offload.col_fits"): "✓" if z.gpu_offload_bytes <= budget.limit_bytes else "✗"},
     ], hide_index=True)
     m1, m2 = st.columns(2)
     m1.metric(ctx.t("offload.transfer"), ctx.t("common.seconds", n=format_number(z.transfer_seconds, 2, lang)))
@@ -41,6 +43,6 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="zero-offload",
     render=render,
-    params=(Param("zo_model", "meta-llama/Meta-Llama-3-8B"), Param("zo_gpu", "NVIDIA GeForce RTX 4090"),
+    params=(Param("zo_model", "mistralai/Mistral-7B-v0.1"), Param("zo_gpu", "NVIDIA GeForce RTX 4090"),
             Param("zo_tokens", "1024")),
 )
