@@ -109,7 +109,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         anchors=("training-memory", "optimizer-states", "activations", "lora", "zero", "distributed", "accuracy"),
         case=("model", "gpu", "method", "precision", "optimizer", "checkpointing", "batch", "sequence"),
         defaults=Case(model="llama-3.1-8b", gpu="a100-80gb", batch=4, sequence=2048, method="lora",
-                      precision="mixed", optimizer="adamw", checkpointing="full"),
+                      precision="bf16-autocast", optimizer="adamw", checkpointing="full"),
     ),
     Chapter(
         slug="estimator",

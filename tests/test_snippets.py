@@ -11,7 +11,7 @@ import torch
 import transformers
 
 from calculator import catalog
-from calculator.inference import inference_memory
+from calculator.inference import can_generate, inference_memory
 from calculator.meta import make_config
 from calculator.snippets import SNIPPET_DTYPES, dummy_data_snippet
 from tests.conftest import load_test_config
@@ -20,6 +20,8 @@ from tests.conftest import load_test_config
 def snippet_for(key: str, mode: str, lang: str = "en", dtype: str = "bfloat16", batch: int = 2, context: int = 48) -> str:
     entry = next(e for e in catalog.entries() if e.key == key)
     summary, spec = catalog.stored_summary(key), catalog.stored_spec(key)
+    if mode == "generate" and not can_generate(spec):
+        mode = "forward"  # an encoder's dummy run is one forward
     memory = inference_memory(summary, spec, batch, context, dtype, mode=mode)
     return dummy_data_snippet(entry.id, summary.architecture, spec.kind, batch, context, dtype,
                               memory.attention_used, mode, memory.total_bytes, lang)

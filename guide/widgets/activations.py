@@ -9,14 +9,14 @@ from dataclasses import replace
 import plotly.graph_objects as go
 import streamlit as st
 
+from calculator.budget import Budget
 from calculator.errors import CalculatorError
-from calculator.training import ATTENTION, CHECKPOINTING, TrainingSetup, activation_model, korthikanti_layer_bytes, \
+from calculator.training import ATTENTION, CHECKPOINTING, activation_model, korthikanti_layer_bytes, \
     largest_micro_batch, training_memory
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import method_picker, number, precision_picker, show_error, softcap_caveat
+from guide.widgets.training_inputs import positions_note, show_error, softcap_caveat, training_case
 
 KEYS = ("ac_model", "ac_gpu", "ac_precision", "ac_method", "ac_batch", "ac_sequence", "ac_attention")
 
@@ -33,19 +33,18 @@ def sequence_lengths(chosen: int, limit: int) -> list[int]:
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "ac_model", default="llama-3.1-8b", container=c1)
-    gpu = gpu_picker(ctx, "ac_gpu", default="a100-80gb", container=c2)
-    c3, c4, c5, c6, c7 = st.columns(5)
-    precision = precision_picker(ctx, "ac_precision", container=c3)
-    method = method_picker(ctx, "ac_method", default="lora", container=c4)
-    batch = number(ctx, "micro_batch", "ac_batch", 1, 4096, container=c5)
-    sequence = number(ctx, "sequence", "ac_sequence", 4096, 1_048_576, container=c6, step=256)
     options = list(ATTENTION)
-    attention = c7.selectbox(ctx.t("training.attention"), options, key="ac_attention", bind="query-params",
+    attention = st.selectbox(ctx.t("training.attention"), options, key="ac_attention", bind="query-params",
                              help=ctx.t("training.attention_help"))
+    inputs, base = training_case(ctx, {"model": "ac_model", "gpu": "ac_gpu", "precision": "ac_precision",
+                                       "method": "ac_method", "batch": "ac_batch", "sequence": "ac_sequence"},
+                                 attention=attention)
+    model, gpu, batch, sequence = inputs.model, inputs.card, base.micro_batch, base.sequence
+    if positions_note(ctx, model, sequence):
+        share_box(ctx, KEYS)
+        return
+    budget = Budget(gpu)
     traits = model.traits
-    base = TrainingSetup(method=method, precision=precision, micro_batch=batch, sequence=sequence, attention=attention)
     try:
         chosen = {mode: training_memory(model.summary, model.spec, replace(base, checkpointing=mode), traits=traits)
                   for mode in CHECKPOINTING}
@@ -62,13 +61,13 @@ def render(ctx: Context) -> None:
         fig.add_scatter(x=labels, y=peaks, mode="lines+markers", name=ctx.t(f"activations.mode_{mode}"))
     fig.update_xaxes(type="category")
     base_layout(fig, ctx.t("training.sequence"), ctx.t("common.memory_axis"), lang, height=340)
-    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="ac_chart")
 
     columns = st.columns(3)
     largest = {}
     for column, mode in zip(columns, CHECKPOINTING):
-        largest[mode] = largest_micro_batch(model.summary, model.spec, gpu.memory_bytes,
+        largest[mode] = largest_micro_batch(model.summary, model.spec, budget,
                                             replace(base, checkpointing=mode), traits=traits)
         column.metric(ctx.t(f"activations.mode_{mode}"), format_bytes(chosen[mode].activations_bytes, lang))
     st.markdown(ctx.t("activations.largest", gpu=gpu.name, sequence=format_number(sequence, 0, lang),

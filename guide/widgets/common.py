@@ -151,8 +151,10 @@ def _override(ctx: Context, name: str, key: str, current, dtypes):
         return int(value) if value is not None else None
     from guide.case import CHOICES
 
-    return st.selectbox(ctx.t(f"case.{name}"), list(CHOICES[name]), index=None, key=key, bind="query-params",
-                        format_func=lambda v, n=name: ctx.t(f"case.{n}_{v}"), placeholder=f"{same} {current}")
+    def label(value, n=name):  # the URL keeps the stable value; the reader sees it in their language
+        return f"{same} {ctx.t(f'case.{n}_{current}')}" if value is None else ctx.t(f"case.{n}_{value}")
+
+    return url_choice(ctx, ctx.t(f"case.{name}"), key, [None, *CHOICES[name]], label, default=None)
 
 
 def _local_model(ctx: Context, name: str, fallback: Model, headers: bool = False) -> Model:
@@ -221,7 +223,7 @@ def url_choice(ctx: Context, label: str, key: str, options, labels, default=None
     URL, so this one mirrors the URL by hand and writes the value back when it changes. A URL
     value that is not an option leaves the default (the frame says the link's value was not used)."""
     options = list(options)
-    default = options[0] if default is None else default
+    default = options[0] if default is None and None not in options else default
     raw = st.query_params.get_all(key)
     st.session_state[key] = raw[-1] if raw and raw[-1] in options else default
     return container.selectbox(label, options, key=key, format_func=labels, on_change=_write_choice,

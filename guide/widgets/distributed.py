@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.budget import Budget
 from calculator.errors import CalculatorError
-from calculator.training import STRATEGIES, TrainingSetup, fewest_gpus, strategy_layout, training_memory
+from calculator.training import STRATEGIES, fewest_gpus, strategy_layout, training_memory
 from guide.charts import GIB, capacity_line
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import checkpointing_picker, component_chart, method_picker, number, peak_parts, \
-    show_error
+from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, show_error, \
+    training_case
 
 KEYS = ("di_model", "di_gpu", "di_gpus", "di_method", "di_checkpointing", "di_batch", "di_sequence", "di_accumulation")
 # Names of the strategies: technical terms, the same in both languages, except the word
 # for offloading (distributed.label_offload).
+MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 LABELS = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
           "tensor": "TP", "pipeline": "PP", "tensor-pipeline": "TP × PP"}
 
@@ -27,25 +28,24 @@ def label(ctx: Context, strategy: str) -> str:
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns([2, 2, 1])
-    model = model_picker(ctx, "di_model", default="llama-3.1-70b", container=c1)
-    gpu = gpu_picker(ctx, "di_gpu", default="h100", container=c2)
+    c3, c8 = st.columns(2)
     gpus = number(ctx, "gpus", "di_gpus", 8, 4096, container=c3)
-    c4, c5, c6, c7, c8 = st.columns(5)
-    method = method_picker(ctx, "di_method", container=c4)
-    checkpointing = checkpointing_picker(ctx, "di_checkpointing", default="full", container=c5)
-    batch = number(ctx, "micro_batch", "di_batch", 1, 4096, container=c6)
-    sequence = number(ctx, "sequence", "di_sequence", 4096, 1_048_576, container=c7, step=256)
     accumulation = number(ctx, "accumulation", "di_accumulation", 8, 10_000, container=c8)
+    inputs, setup = training_case(ctx, {"model": "di_model", "gpu": "di_gpu", "method": "di_method",
+                                        "checkpointing": "di_checkpointing", "batch": "di_batch",
+                                        "sequence": "di_sequence"}, gradient_accumulation=accumulation)
+    model, gpu = inputs.model, inputs.card
+    if positions_note(ctx, model, setup.sequence):
+        share_box(ctx, KEYS)
+        return
+    budget = Budget(gpu)
     traits = model.traits
-    setup = TrainingSetup(method=method, checkpointing=checkpointing, micro_batch=batch, sequence=sequence,
-                          gradient_accumulation=accumulation)
     try:
         results = []
         for strategy in STRATEGIES:
             layout = strategy_layout(strategy, int(gpus), model.spec)
             memory = training_memory(model.summary, model.spec, setup, layout, traits) if layout else None
-            fewest = fewest_gpus(model.summary, model.spec, gpu.memory_bytes, strategy, setup, traits)
+            fewest = fewest_gpus(model.summary, model.spec, budget, strategy, setup, traits)
             results.append((strategy, memory, fewest))
     except CalculatorError as error:
         show_error(ctx, error)
@@ -53,10 +53,10 @@ def render(ctx: Context) -> None:
         return
     usable = [(s, m) for s, m, _ in results if m is not None]
     fig = component_chart(ctx, [label(ctx, s) for s, _ in usable], peak_parts([m for _, m in usable]), "")
-    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     highest = max(m.total_bytes for _, m in usable)
-    if highest > 4 * gpu.memory_bytes:  # bars far above the GPU are cut: the table gives their size
-        fig.update_yaxes(range=[0, 4 * gpu.memory_bytes / GIB])
+    if highest > 4 * budget.usable_bytes:  # bars far above the GPU are cut: the table gives their size
+        fig.update_yaxes(range=[0, 4 * budget.usable_bytes / GIB])
     st.plotly_chart(fig, config={"displayModeBar": False}, key="di_chart")
     rows = []
     for strategy, memory, fewest in results:
@@ -66,7 +66,8 @@ def render(ctx: Context) -> None:
                                               f"{memory.pipeline_parallel}") if memory else "—",
             ctx.t("training.column_peak"): format_bytes(memory.total_bytes, lang) if memory else "—",
             ctx.t("distributed.col_cpu"): format_bytes(memory.cpu_bytes, lang) if memory and memory.cpu_bytes else "—",
-            ctx.t("training.column_fits"): ("✓" if memory.total_bytes <= gpu.memory_bytes else "✗") if memory else "—",
+            ctx.t("training.column_fits"): MARKS[budget.readings(memory.total_bytes, memory.steady_bytes).verdict]
+            if memory else "—",
             ctx.t("distributed.col_fewest"): fewest.gpus or (
                 ctx.t("distributed.never_ddp") if strategy == "ddp"
                 else ctx.t("distributed.never", limit=format_count(fewest.tried, lang))),
@@ -90,7 +91,7 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="distributed",
     render=render,
-    params=(Param("di_model", "meta-llama/Llama-3.1-8B"), Param("di_gpu", "NVIDIA A100 40GB SXM"),
+    params=(Param("di_model", "Qwen/Qwen2.5-7B"), Param("di_gpu", "NVIDIA A100 40GB SXM"),
             Param("di_gpus", "16"), Param("di_method", "qlora"), Param("di_checkpointing", "none"),
-            Param("di_batch", "4"), Param("di_sequence", "8192"), Param("di_accumulation", "2")),
+            Param("di_batch", "2"), Param("di_sequence", "8192"), Param("di_accumulation", "2")),
 )

@@ -5,36 +5,35 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.budget import Budget
 from calculator.errors import CalculatorError
-from calculator.training import METHODS, TrainingSetup, compare_methods
+from calculator.training import METHODS, compare_methods
 from guide.charts import capacity_line
 from guide.format import escape_markdown, format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import component_chart, number, peak_parts, precision_picker, show_error, \
-    softcap_caveat
+from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, show_error, \
+    softcap_caveat, training_case
 
-KEYS = ("lo_model", "lo_gpu", "lo_precision", "lo_rank", "lo_targets", "lo_batch", "lo_sequence")
+KEYS = ("lo_model", "lo_gpu", "lo_precision", "lo_checkpointing", "lo_rank", "lo_targets", "lo_batch", "lo_sequence")
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "lo_model", container=c1)
-    gpu = gpu_picker(ctx, "lo_gpu", default="rtx4090", container=c2)
-    c3, c4, c5 = st.columns([1, 1, 2])
-    precision = precision_picker(ctx, "lo_precision", default="bfloat16", container=c3)
+    c4, c5 = st.columns([1, 2])
     rank = number(ctx, "lora_rank", "lo_rank", 16, 4096, container=c4)
     targets = c5.text_input(ctx.t("training.lora_targets"), value="all-linear", max_chars=300, key="lo_targets",
                             bind="query-params", help=ctx.t("training.lora_targets_help"))
-    c6, c7 = st.columns(2)
-    batch = number(ctx, "micro_batch", "lo_batch", 1, 4096, container=c6)
-    sequence = number(ctx, "sequence", "lo_sequence", 2048, 1_048_576, container=c7, step=256)
+    inputs, setup = training_case(ctx, {"model": "lo_model", "gpu": "lo_gpu", "precision": "lo_precision",
+                                        "checkpointing": "lo_checkpointing", "batch": "lo_batch",
+                                        "sequence": "lo_sequence"}, lora_rank=rank, lora_targets=targets)
+    model, gpu, sequence = inputs.model, inputs.card, setup.sequence
+    if positions_note(ctx, model, sequence):
+        share_box(ctx, KEYS)
+        return
+    budget = Budget(gpu)
     traits = model.traits
-    setup = TrainingSetup(precision=precision, micro_batch=batch, sequence=sequence, lora_rank=rank,
-                          lora_targets=targets)
     try:
-        methods = compare_methods(model.summary, model.spec, setup, traits=traits, capacity=gpu.memory_bytes)
+        methods = compare_methods(model.summary, model.spec, setup, traits=traits, capacity=budget)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx, KEYS)
@@ -49,7 +48,7 @@ def render(ctx: Context) -> None:
               delta_arrow="off")
     labels = {m: ctx.t(f"training.method_{m}") for m in METHODS}
     fig = component_chart(ctx, list(labels.values()), peak_parts([methods[m].memory for m in METHODS]), "")
-    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="lo_chart")
     rows = []
     for method in METHODS:

@@ -5,25 +5,23 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.training import OPTIMIZERS, TrainingSetup, training_memory
+from dataclasses import replace
+
+from calculator.training import OPTIMIZERS, training_memory
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import model_picker
-from guide.widgets.training_inputs import component_chart, method_picker, precision_picker
+from guide.widgets.training_inputs import component_chart, training_case
 
 KEYS = ("os_model", "os_precision", "os_method")
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "os_model", container=c1)
-    precision = precision_picker(ctx, "os_precision", container=c2)
-    method = method_picker(ctx, "os_method", container=c3)
-    traits = model.traits
-    memories = [training_memory(model.summary, model.spec, TrainingSetup(method=method, precision=precision,
-                                                                          optimizer=name, micro_batch=1, sequence=1),
-                                traits=traits) for name in OPTIMIZERS]
+    inputs, base = training_case(ctx, {"model": "os_model", "precision": "os_precision", "method": "os_method"},
+                                 micro_batch=1, sequence=1)
+    model, traits = inputs.model, inputs.model.traits
+    memories = [training_memory(model.summary, model.spec, replace(base, optimizer=name), traits=traits)
+                for name in OPTIMIZERS]
     trainable = memories[0].trainable_parameters
     parts = {"weights": [m.weights_bytes - m.master_weights_bytes for m in memories],
              "master": [m.master_weights_bytes for m in memories],
@@ -50,5 +48,5 @@ WIDGET = Widget(
     name="optimizer-states",
     render=render,
     params=(Param("os_model", "mistralai/Mistral-7B-v0.1"), Param("os_precision", "float32"),
-            Param("os_method", "lora")),
+            Param("os_method", "full")),
 )

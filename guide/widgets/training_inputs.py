@@ -82,3 +82,26 @@ def show_error(ctx: Context, error: CalculatorError) -> None:
     """The error in the reader's language, with whatever they typed shown as plain text."""
     params = {key: escape_markdown(value, 400) for key, value in error.params.items()}
     st.error(ctx.t(f"error.{error.code}", **params))
+
+
+def training_case(ctx: Context, keys: dict[str, str], **fixed):
+    """The fine-tuning chapter's case (model, GPU, method, precision, optimizer, recomputation,
+    micro-batch, sequence) with this calculator's own changes under `keys`, as inputs and the
+    TrainingSetup they make; `fixed` sets fields this calculator compares (e.g. optimizer)."""
+    from calculator.training import TrainingSetup
+    from guide.widgets.common import case_inputs
+
+    inputs = case_inputs(ctx, keys)
+    setup = TrainingSetup(**{"method": inputs.method, "precision": inputs.precision, "optimizer": inputs.optimizer,
+                             "checkpointing": inputs.checkpointing, "micro_batch": inputs.batch,
+                             "sequence": inputs.sequence, **fixed})
+    return inputs, setup
+
+
+def positions_note(ctx: Context, model: Model, sequence: int) -> bool:
+    """Refuse, in the reader's language, a sequence past the model's positions."""
+    limit = model.spec.max_positions
+    if limit and sequence > limit:
+        st.error(ctx.t("error.context_too_long", tokens=sequence, limit=limit))
+        return True
+    return False

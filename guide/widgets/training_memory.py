@@ -6,39 +6,39 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator.errors import CalculatorError
-from calculator.inference import inference_memory
-from calculator.training import TrainingSetup, largest_micro_batch, rule_of_thumb_bytes, rule_of_thumb_split, \
+from calculator.inference import can_generate, inference_memory
+from calculator.training import largest_micro_batch, rule_of_thumb_bytes, rule_of_thumb_split, \
     training_memory
 from guide.charts import capacity_line
 from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, number, optimizer_picker, \
-    precision_picker, show_error, softcap_caveat
+from calculator.budget import Budget
+from guide.widgets.common import readings_row
+from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, positions_note, show_error, \
+    softcap_caveat, training_case
 
 KEYS = ("tm_model", "tm_gpu", "tm_precision", "tm_optimizer", "tm_batch", "tm_sequence")
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "tm_model", container=c1)
-    gpu = gpu_picker(ctx, "tm_gpu", default="h100", container=c2)
-    c3, c4, c5, c6 = st.columns(4)
-    precision = precision_picker(ctx, "tm_precision", container=c3)
-    optimizer = optimizer_picker(ctx, "tm_optimizer", container=c4)
-    batch = number(ctx, "micro_batch", "tm_batch", 1, 4096, container=c5)
-    sequence = number(ctx, "sequence", "tm_sequence", 2048, 1_048_576, container=c6, step=256)
-    setup = TrainingSetup(precision=precision, optimizer=optimizer, micro_batch=batch, sequence=sequence)
+    inputs, setup = training_case(ctx, {"model": "tm_model", "gpu": "tm_gpu", "precision": "tm_precision",
+                                        "optimizer": "tm_optimizer", "batch": "tm_batch", "sequence": "tm_sequence"})
+    model, gpu, batch, sequence = inputs.model, inputs.card, setup.micro_batch, setup.sequence
+    if positions_note(ctx, model, sequence):
+        share_box(ctx, KEYS)
+        return
+    budget = Budget(gpu)
     traits = model.traits
     try:
         memory = training_memory(model.summary, model.spec, setup, traits=traits)
-        largest = largest_micro_batch(model.summary, model.spec, gpu.memory_bytes, setup, traits=traits)
+        largest = largest_micro_batch(model.summary, model.spec, budget, setup, traits=traits)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx, KEYS)
         return
-    inference = inference_memory(model.summary, model.spec, batch, min(sequence, 10**8), "bfloat16")
+    inference = inference_memory(model.summary, model.spec, batch, sequence, "bfloat16",
+                                 mode=None if can_generate(model.spec) else "forward")
     parameters = model.summary.parameters
     rule = rule_of_thumb_bytes(parameters)
     rule_parts = rule_of_thumb_split(parameters)
@@ -63,8 +63,9 @@ def render(ctx: Context) -> None:
     for name, size in memory.peak_components().items():
         parts[name][2] = size
     fig = component_chart(ctx, bars, parts, "")
-    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="tm_chart")
+    readings_row(ctx, budget.readings(memory.total_bytes, memory.steady_bytes), gpu)
 
     rows = [{ctx.t("training.column_part"): ctx.t(f"training.part_{name}"),
              ctx.t("training.column_size"): format_bytes(size, lang)}
@@ -78,7 +79,7 @@ def render(ctx: Context) -> None:
                          gpu=gpu.name))
     else:
         st.error(ctx.t("training.none_fits", gpu=gpu.name, peak=format_bytes(memory.total_bytes, lang),
-                       capacity=format_bytes(gpu.memory_bytes, lang)))
+                       capacity=format_bytes(budget.usable_bytes, lang)))
     softcap_caveat(ctx, model)
     share_box(ctx, KEYS)
 
@@ -87,6 +88,6 @@ WIDGET = Widget(
     name="training-memory",
     render=render,
     params=(Param("tm_model", "meta-llama/Llama-3.2-1B"), Param("tm_gpu", "NVIDIA GeForce RTX 4090"),
-            Param("tm_precision", "bfloat16"), Param("tm_optimizer", "adamw-8bit"), Param("tm_batch", "4"),
+            Param("tm_precision", "bfloat16"), Param("tm_optimizer", "adamw-8bit"), Param("tm_batch", "2"),
             Param("tm_sequence", "4096")),
 )

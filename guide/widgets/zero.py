@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.budget import Budget
 from calculator.errors import CalculatorError
-from calculator.training import ZERO_STAGES, Layout, TrainingSetup, training_memory
+from calculator.training import ZERO_STAGES, Layout, training_memory
 from guide.charts import capacity_line
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.training_inputs import component_chart, number, peak_parts, show_error
+from guide.widgets.training_inputs import component_chart, number, peak_parts, show_error, training_case
 
 KEYS = ("ze_model", "ze_gpu", "ze_stage", "ze_gpus", "ze_offload", "ze_offload_params", "ze_deepspeed")
-SETUP = TrainingSetup(micro_batch=1, sequence=2048)  # mixed precision AdamW, as in the ZeRO paper
+
+
+MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 
 
 def gpu_counts(top: int) -> list[int]:
@@ -27,9 +29,9 @@ def gpu_counts(top: int) -> list[int]:
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "ze_model", container=c1)
-    gpu = gpu_picker(ctx, "ze_gpu", default="a100-40gb", container=c2)
+    inputs, setup = training_case(ctx, {"model": "ze_model", "gpu": "ze_gpu"})
+    model, gpu = inputs.model, inputs.card
+    budget = Budget(gpu)
     c3, c4 = st.columns(2)
     stage = c3.selectbox(ctx.t("zero.stage"), list(ZERO_STAGES), index=3, key="ze_stage", bind="query-params",
                          help=ctx.t("zero.stage_help"))
@@ -44,7 +46,7 @@ def render(ctx: Context) -> None:
     traits = model.traits
     counts = gpu_counts(int(top))
     try:
-        memories = [training_memory(model.summary, model.spec, SETUP,
+        memories = [training_memory(model.summary, model.spec, setup,
                                     Layout(n, zero=int(stage), offload_optimizer=offload,
                                            offload_parameters=offload_params, accounting=accounting), traits)
                     for n in counts]
@@ -53,7 +55,7 @@ def render(ctx: Context) -> None:
         share_box(ctx, KEYS)
         return
     fig = component_chart(ctx, [str(n) for n in counts], peak_parts(memories), ctx.t("zero.x_axis"))
-    capacity_line(fig, gpu.memory_bytes, ctx.t("common.capacity_of", gpu=gpu.name))
+    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="ze_chart")
     last = memories[-1]
     st.markdown(ctx.t(f"zero.formula_{stage}", n=counts[-1], states=format_bytes(last.model_state_bytes, lang)))
@@ -61,15 +63,15 @@ def render(ctx: Context) -> None:
         st.caption(ctx.t("zero.cpu", size=format_bytes(last.cpu_bytes, lang), n=counts[-1]))
     rows = []
     for other in ZERO_STAGES:
-        paper = training_memory(model.summary, model.spec, SETUP, Layout(counts[-1], zero=other), traits)
-        estimator = training_memory(model.summary, model.spec, SETUP,
+        paper = training_memory(model.summary, model.spec, setup, Layout(counts[-1], zero=other), traits)
+        estimator = training_memory(model.summary, model.spec, setup,
                                     Layout(counts[-1], zero=other, accounting="deepspeed"), traits)
         rows.append({
             ctx.t("zero.stage"): other,
             ctx.t("zero.col_paper"): format_bytes(paper.model_state_bytes, lang),
             ctx.t("zero.col_deepspeed"): format_bytes(estimator.model_state_bytes + estimator.buffers_bytes, lang),
             ctx.t("training.column_peak"): format_bytes(paper.total_bytes, lang),
-            ctx.t("training.column_fits"): "✓" if paper.total_bytes <= gpu.memory_bytes else "✗",
+            ctx.t("training.column_fits"): MARKS[budget.readings(paper.total_bytes, paper.steady_bytes).verdict],
         })
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("zero.caption", n=counts[-1]))
