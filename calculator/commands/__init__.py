@@ -5,7 +5,7 @@ a `run(args) -> int` that returns the exit code. The order here is the order of 
 from __future__ import annotations
 
 from . import (accuracy, catalog, data_parallel, estimate, inference, offload, pipeline, quantize, refresh_catalog,
-               safetensors, speed, tensor_parallel, train)
+               safetensors, serve, speed, tensor_parallel, train)
 
 COMMANDS = (estimate, catalog, refresh_catalog, speed, data_parallel, inference, safetensors, quantize, pipeline,
-            tensor_parallel, offload, train, accuracy)
+            tensor_parallel, offload, serve, train, accuracy)
