@@ -85,6 +85,13 @@ CHAPTERS: tuple[Chapter, ...] = (
         anchors=("oom-message", "context-length", "dummy-data-test", "batch-size", "sort-by-length"),
     ),
     Chapter(
+        slug="serving",
+        titles={"en": "Serving a model to many users", "fr": "Servir un modèle à de nombreux utilisateurs"},
+        icon=":material/dns:",
+        anchors=("serving-memory", "published-logs", "concurrency", "how-many-gpus", "engine-settings",
+                 "multi-gpu-inference"),
+    ),
+    Chapter(
         slug="fine-tuning",
         titles={"en": "Memory for fine-tuning", "fr": "La mémoire du fine-tuning"},
         icon=":material/model_training:",
