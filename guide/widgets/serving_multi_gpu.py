@@ -63,9 +63,9 @@ def render(ctx: Context) -> None:
         st.error(ctx.t("serving.multi_too_big", gpus=gpus, gpu=gpu.name))
     else:
         st.info(ctx.t("serving.multi_summary", gpus=gpus, gpu=gpu.name))
-    st.code(transformers_code(model.load_id, gpus, dtype, "device_map"), language="python")
+    st.code(transformers_code(model.load_id, gpus, dtype, "device_map"), language="python", wrap_lines=True)
     if result.tp_weights_bytes is not None:
-        st.code(transformers_code(model.load_id, gpus, dtype, "tp"), language="python")
+        st.code(transformers_code(model.load_id, gpus, dtype, "tp"), language="python", wrap_lines=True)
     st.caption(ctx.t("serving.multi_caption"))
     share_box(ctx, KEYS)
 
