@@ -296,13 +296,13 @@ def llamacpp_cache(spec, n_ctx: int = 0, parallel: int = 1, cache_type_k: str = 
     on_gpu = max(0, layers - max(layers + 1 - gpu_layers, 0))
     total = Fraction(0)
     for group in spec.attention:
-        cells = per_slot * streams if unified else n_ctx
+        cells = n_ctx
         if group.window is not None:
             cells = streams * _pad(min(per_slot, group.window * slots_per_stream + ubatch))
         row = group.kv_heads * ((group.k_dim + group.v_dim) * bk if mla else group.k_dim * bk + group.v_dim * bv)
         total += group.layers * cells * row
     gpu = math.ceil(total * on_gpu / layers) if layers else 0
-    return LlamaCppCache(n_ctx, per_slot if unified else per_slot, on_gpu, gpu, math.ceil(total) - gpu)
+    return LlamaCppCache(n_ctx, per_slot, on_gpu, gpu, math.ceil(total) - gpu)
 
 
 # -- transformers without a serving engine ----------------------------------------------------

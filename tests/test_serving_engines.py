@@ -101,3 +101,22 @@ def test_transformers_device_map_against_tp_plan():
     # 7 does not divide 64 heads: no tensor-parallel plan, device_map still works
     odd = transformers_multi_gpu(model, card, 7, "bfloat16")
     assert odd.tp_weights_bytes is None and len(odd.device_map_weights) == 7
+
+
+# -- the commands the chapter prints --------------------------------------------------------------
+
+def test_commands_carry_the_layout_and_quote_the_model():
+    from calculator.serving_commands import llamacpp_command, sglang_command, transformers_code, vllm_command
+
+    assert vllm_command("meta-llama/Llama-3.1-70B-Instruct", tensor=4, replicas=2, context=4096, kv_dtype="float8") == (
+        "vllm serve meta-llama/Llama-3.1-70B-Instruct --dtype bfloat16 --tensor-parallel-size 4 "
+        "--data-parallel-size 2 --max-model-len 4096 --kv-cache-dtype fp8")
+    assert "--quantization fp8" in vllm_command("m/x", dtype="float8")
+    assert vllm_command("a b; rm -rf /").startswith("vllm serve 'a b; rm -rf /'")
+    assert sglang_command("m/x", tensor=2, fraction=0.8) == \
+        "python -m sglang.launch_server --model-path m/x --dtype bfloat16 --tp 2 --mem-fraction-static 0.8"
+    assert llamacpp_command("x.gguf", context=8192, slots=4, cache_type_k="q8_0", cache_type_v="q8_0") == (
+        "llama-server -m x.gguf -c 8192 -np 4 -ngl 999 --cache-type-k q8_0 --cache-type-v q8_0 -fa on -kvu")
+    code = transformers_code("org/m'); import os; ('", 4, "float16", "tp")
+    compile(code, "snippet", "exec")  # the id stays a string literal
+    assert "DistributedConfig(tp_size=4)" in code and "torch.float16" in code
