@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHMARKS = ["engine", "browser", "estimator", "big_models", "training", "activations", "accuracy", "load"]
+BENCHMARKS = ["engine", "browser", "estimator", "big_models", "training", "activations", "accuracy", "load", "serving"]
 
 for name in sys.argv[1:] or BENCHMARKS:
     importlib.import_module(f"bench.{name}").main()

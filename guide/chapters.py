@@ -103,6 +103,13 @@ CHAPTERS: tuple[Chapter, ...] = (
         defaults=Case(model="llama-3.1-8b", gpu="rtx4090", batch=4, prompt=4096, new_tokens=512),
     ),
     Chapter(
+        slug="serving",
+        titles={"en": "Serving a model to many users", "fr": "Servir un modèle à de nombreux utilisateurs"},
+        icon=":material/dns:",
+        anchors=("serving-memory", "published-logs", "concurrency", "how-many-gpus", "engine-settings",
+                 "multi-gpu-inference"),
+    ),
+    Chapter(
         slug="fine-tuning",
         titles={"en": "Memory for fine-tuning", "fr": "La mémoire du fine-tuning"},
         icon=":material/model_training:",

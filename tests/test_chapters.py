@@ -19,6 +19,7 @@ CONTRACT = [
     ("parallelism", ("pipeline-parallelism", "pipeline-bubble", "tensor-parallelism")),
     ("cpu-offloading", ("device-map", "zero-offload")),
     ("oom", ("context-length", "dummy-data-test", "batch-size", "sort-by-length")),
+    ("serving", ("serving-memory", "concurrency", "how-many-gpus", "engine-settings", "multi-gpu-inference")),
     ("fine-tuning", ("training-memory", "optimizer-states", "activations", "lora", "zero", "distributed")),
     ("estimator", ("estimate", "limits")),
 ]

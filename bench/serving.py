@@ -1,0 +1,143 @@
+"""Serving engines: `python -m calculator serve` against published startup logs.
+
+Each row of bench/data/serving_logs.json is one engine start that someone published (a
+GitHub issue or pull request, a documentation page, the llm-d-planner log archive): the
+model, the card, the flags, and what the engine printed. The row's `serve` field gives the
+calculator's arguments for the same run; the benchmark compares the KV cache size in tokens
+the engine logged ("GPU KV cache size: N tokens" in vLLM, "#tokens: N" in SGLang) with the
+calculator's `kv_tokens`, and, where logged, the weights and the activation reserve.
+Rows the calculator cannot reproduce are listed with the reason (another engine accounting,
+no config, an unknown card). Target: KV cache tokens within 5%. Development rows set one of
+the measured constants of calculator/serving.py; the others only check. Run:
+python -m bench serving
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+import json
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+LOGS = DATA / "serving_logs.json"
+TARGET = 0.05
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Comparison:
+    id: str
+    model: str
+    engine: str
+    version: str
+    gpu: str
+    tensor: int
+    dtype: str
+    kv_dtype: str
+    context: int
+    utilization: float
+    logged_tokens: int
+    predicted_tokens: int
+    logged_weights_gib: float | None
+    predicted_weights_gib: float
+    logged_activation_gib: float | None
+    predicted_activation_gib: float
+    split: str
+    source_url: str
+
+    @property
+    def error(self) -> float:
+        return self.predicted_tokens / self.logged_tokens - 1
+
+    @property
+    def within_target(self) -> bool:
+        return abs(self.error) <= TARGET
+
+
+@lru_cache(maxsize=1)
+def rows() -> tuple[dict, ...]:
+    return tuple(json.loads(LOGS.read_text(encoding="utf-8"))["rows"])
+
+
+def compared_rows() -> list[dict]:
+    return [row for row in rows() if row["skip"] is None]
+
+
+def skipped_rows() -> list[dict]:
+    return [row for row in rows() if row["skip"] is not None]
+
+
+@lru_cache(maxsize=8)
+def model_of(config: str):
+    """A catalog model, or a config saved under bench/data/ (counted on the meta device)."""
+    from calculator.model import catalog_model, resolve_config
+
+    if config.endswith(".json"):
+        data = json.loads((DATA / config).read_text(encoding="utf-8"))
+        data.pop("_note", None)
+        return resolve_config(data, Path(config).stem)
+    return catalog_model(config)
+
+
+def compare(row: dict) -> Comparison:
+    from calculator.gpus import gpu
+    from calculator.serving_plan import serve
+
+    args = row["serve"]
+    model = model_of(row["config"])
+    plan = serve(model, gpu(args["gpu"]), engine=args["engine"], tensor=args["tensor"], dtype=args["dtype"],
+                 kv_dtype=args["kv_dtype"], context=args["context"], utilization=args["utilization"], layouts=False)
+    logged = row["logged"]
+    weights = logged.get("weights_gib", logged.get("weights_gb", logged.get("weights_gb_per_gpu")))
+    return Comparison(row["id"], row["model"], args["engine"], row["engine_version"].split(" ")[0], args["gpu"],
+                      args["tensor"], args["dtype"], args["kv_dtype"], args["context"], args["utilization"],
+                      logged["kv_tokens"], plan.replica.kv_tokens, weights,
+                      plan.replica.weights_bytes_per_gpu / GIB, logged.get("activation_peak_gib"),
+                      plan.replica.activation_reserve_bytes / GIB, row["split"], row["source_url"])
+
+
+def comparisons() -> list[Comparison]:
+    return [compare(row) for row in compared_rows()]
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def table(results: list[Comparison]) -> str:
+    lines = ["| run | model | engine | GPU x TP | weights / cache | context | util | logged KV tokens | "
+             "predicted | error | weights GiB (logged / predicted) | activation GiB (logged / predicted) | split |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in results:
+        lines.append(
+            f"| {c.id} | {c.model} | {c.engine} {c.version} | {c.gpu} x {c.tensor} | {c.dtype} / {c.kv_dtype} | "
+            f"{c.context:,} | {c.utilization:g} | {c.logged_tokens:,} | {c.predicted_tokens:,} | {c.error:+.2%} | "
+            f"{_gib(c.logged_weights_gib)} / {c.predicted_weights_gib:.2f} | "
+            f"{_gib(c.logged_activation_gib)} / {c.predicted_activation_gib:.2f} | {c.split} |")
+    return "\n".join(lines)
+
+
+def summary(results: list[Comparison]) -> str:
+    lines = ["| split | runs | within 5% | median error | largest error |", "|---|---|---|---|---|"]
+    for split in ("development", "check"):
+        errors = sorted(abs(c.error) for c in results if c.split == split)
+        if not errors:
+            continue
+        inside = sum(e <= TARGET for e in errors)
+        lines.append(f"| {split} | {len(errors)} | {inside} | {errors[len(errors) // 2]:.2%} | {errors[-1]:.2%} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    results = comparisons()
+    print("## Serving engines: KV cache tokens, `serve` against published startup logs\n")
+    print(summary(results) + "\n")
+    print(table(results) + "\n")
+    print("Runs not compared:\n")
+    for row in skipped_rows():
+        print(f"- {row['id']} ({row['model']}): {row['skip']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,358 @@
+"""A serving deployment: the engine's split of each card, the sequences that run at once, the
+verdict for U users, and the layouts (tensor-parallel size x replicas) that serve them.
+
+Built from the pieces of serving.py, which follow the engines' own accounting: vLLM V1 as of
+0.19 (`--engine vllm`, the default) and SGLang 0.4.6 (`--engine sglang`). Also here: the KV
+cache llama.cpp's server allocates, and transformers without a serving engine across
+several GPUs (device_map against tp_plan).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+import math
+
+from .budget import FITS, TIGHT, TOO_BIG, Budget, reserved_bytes
+from .errors import CalculatorError
+from .gpus import Gpu
+from .inference import check_positions, inference_memory, kv_bytes_per_token
+from .parallel import check_degree, pipeline_split, tensor_parallel
+from .serving import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, MAX_TOKENS, MAX_USERS, SGLANG_START_BYTES, SGLANG_VERSION,
+                      VLLM_UTILIZATION, VLLM_VERSION, check_count, check_engine, check_fraction, concurrency,
+                      default_limits, kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
+                      max_sequences, non_torch_bytes, profile_peak, sequence_blocks, sglang_fraction,
+                      weights_per_gpu)
+
+MAX_GPUS = 4096
+MAX_OFFLOAD_GIB = 4096
+# Why a deployment does not serve its users: no room left for a cache, one sequence of the
+# context does not fit in the pool (vLLM refuses to start), the engine asks for more than the
+# process can have, or too few sequences fit at once.
+REASONS = ("no_cache_room", "context_exceeds_pool", "over_usable", "too_many_users")
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One copy of the model over `tensor` GPUs: what each of its GPUs holds."""
+
+    tensor: int
+    requested_bytes_per_gpu: int  # vLLM: total x util; SGLang: free memory at start x fraction
+    weights_bytes_per_gpu: int
+    cpu_offload_bytes_per_gpu: int
+    activation_reserve_bytes: int  # vLLM: the profile run's torch peak; SGLang: the (1 - fraction) share
+    non_torch_bytes: int
+    available_kv_bytes_per_gpu: int
+    kv_pool_bytes_per_gpu: int  # what the pool allocates: whole blocks (vLLM) or tokens (SGLang)
+    kv_bytes_per_token_per_gpu: int
+    kv_blocks: int | None  # vLLM only
+    kv_groups: int
+    kv_tokens: int  # the engine's "GPU KV cache size" line
+    sequence_blocks: int | None
+    max_concurrency: float  # the engine's own concurrency figure at the context
+    sequences: int  # sequences of the context that hold their cache at once
+    profile_moment: str
+    memory_verdict: str
+
+    @property
+    def starts(self) -> bool:
+        return self.sequences >= 1 and self.memory_verdict != TOO_BIG
+
+
+@dataclass(frozen=True)
+class Layout:
+    tensor: int
+    weights_bytes_per_gpu: int
+    kv_pool_bytes_per_gpu: int
+    kv_tokens: int
+    sequences_per_replica: int
+    replicas: int | None  # None: not one sequence fits with this tensor-parallel size
+    gpus: int | None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    engine: str
+    engine_version: str
+    gpu: str
+    gpus: int
+    tensor: int
+    replicas: int
+    dtype: str
+    kv_dtype: str
+    context: int
+    users: int
+    utilization: float
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    total_bytes_per_gpu: int
+    kv_bytes_per_token: int  # the whole model, one token, every layer
+    replica: Replica
+    max_concurrent_sequences: int  # over every replica
+    verdict: str
+    reason: str | None
+    layouts: tuple[Layout, ...] = field(default_factory=tuple)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict == FITS
+
+    @property
+    def best_layout(self) -> Layout | None:
+        served = [lay for lay in self.layouts if lay.gpus is not None]
+        return min(served, key=lambda lay: (lay.gpus, lay.tensor)) if served else None
+
+    def to_json(self) -> dict:
+        r = self.replica
+        best = self.best_layout
+        return {
+            "engine": self.engine, "engine_version": self.engine_version, "gpu": self.gpu, "gpus": self.gpus,
+            "tensor_parallel": self.tensor, "replicas": self.replicas, "dtype": self.dtype,
+            "kv_dtype": self.kv_dtype, "context": self.context, "users": self.users,
+            "gpu_memory_utilization": self.utilization, "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_num_seqs": self.max_num_seqs, "total_bytes_per_gpu": self.total_bytes_per_gpu,
+            "requested_bytes_per_gpu": r.requested_bytes_per_gpu,
+            "weights_bytes_per_gpu": r.weights_bytes_per_gpu,
+            "cpu_offload_bytes_per_gpu": r.cpu_offload_bytes_per_gpu,
+            "activation_reserve_bytes": r.activation_reserve_bytes, "profile_peak_moment": r.profile_moment,
+            "non_torch_bytes": r.non_torch_bytes, "available_kv_bytes_per_gpu": r.available_kv_bytes_per_gpu,
+            "kv_pool_bytes_per_gpu": r.kv_pool_bytes_per_gpu, "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_bytes_per_token_per_gpu": r.kv_bytes_per_token_per_gpu, "kv_blocks": r.kv_blocks,
+            "block_tokens": BLOCK_TOKENS if self.engine == "vllm" else 1, "kv_cache_groups": r.kv_groups,
+            "kv_tokens": r.kv_tokens, "max_concurrency": round(r.max_concurrency, 2),
+            "sequences_per_replica": r.sequences, "max_concurrent_sequences": self.max_concurrent_sequences,
+            "memory_verdict": r.memory_verdict, "verdict": self.verdict, "fits": self.fits, "reason": self.reason,
+            "layouts": [lay.to_json() for lay in self.layouts],
+            "best_layout": best.to_json() if best else None,
+        }
+
+
+def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: int, context: int,
+             utilization: float, batched: int, seqs: int, offload_bytes: int, shared_prefix: int) -> Replica:
+    spec = model.spec
+    weights = weights_per_gpu(model.summary, spec, model.config, dtype, tensor)
+    offload = min(weights, offload_bytes)
+    weights -= offload
+    per_token = kv_bytes_per_token_per_gpu(spec, tensor, kv_bytes)
+    budget = Budget(card)
+    if engine == "sglang":  # its weights as it measures them: free memory lost, allocator rounding included
+        weights += allocator_rounding_bytes(model.summary, spec, dtype, tensor)
+        free = card.total_bytes - SGLANG_START_BYTES
+        requested = math.floor(free * utilization)
+        available = requested - weights
+        tokens = max(available, 0) // per_token
+        sequences = 0 if tokens < context else 1 + (tokens - context) // max(context - shared_prefix, 1)
+        return Replica(tensor, requested, weights, offload, free - requested, 0, available, tokens * per_token,
+                       per_token, None, 1, tokens, None, tokens / context, sequences, "reserved share",
+                       budget.verdict_for(requested))
+    requested = math.ceil(card.total_bytes * utilization)
+    profile = profile_peak(spec, dtype, tensor, batched, seqs)
+    other = non_torch_bytes(tensor)
+    available = requested - weights - profile.peak_bytes - other
+    groups = kv_groups(spec, tensor, kv_bytes)
+    per_block = groups[0].page_bytes * groups[0].layers
+    blocks = max(available, 0) // per_block
+    return Replica(tensor, requested, weights, offload, profile.peak_bytes, other, available, blocks * per_block,
+                   per_token, blocks, len(groups), blocks // len(groups) * BLOCK_TOKENS,
+                   sequence_blocks(groups, context, batched), concurrency(blocks, groups, context, batched),
+                   max_sequences(blocks, groups, context, batched, shared_prefix), profile.moment,
+                   budget.verdict_for(requested))
+
+
+def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, tensor: int | None = None,
+          dtype: str = "bfloat16", kv_dtype: str | None = "auto", context: int | None = None, users: int = 1,
+          utilization: float | None = None, max_num_batched_tokens: int | None = None,
+          max_num_seqs: int | None = None, cpu_offload_gib: float = 0.0, shared_prefix: int = 0,
+          layouts: bool = True) -> Deployment:
+    """`users` sequences of `context` tokens (prompt and answer together: vLLM's
+    --max-model-len, by default the model's positions) served by `engine` on `gpus` cards of
+    one kind, `tensor` of them per copy of the model (the others are replicas)."""
+    engine = check_engine(engine)
+    spec = model.spec
+    if spec is None or not spec.has_kv_cache or spec.kind != "decoder":
+        raise CalculatorError("serve_no_decoder", model_type=getattr(spec, "model_type", "") or model.name[:40])
+    if tensor is None:
+        tensor = gpus or 1
+    gpus = tensor if gpus is None else check_count("number of GPUs", gpus, MAX_GPUS)
+    tensor = check_degree(spec, tensor)
+    if gpus % tensor:
+        raise CalculatorError("serve_gpus_multiple", gpus=gpus, tensor=tensor)
+    context = check_positions(spec, check_count("context", spec.max_positions if context is None else context,
+                                                MAX_TOKENS))
+    users = check_count("number of users", users, MAX_USERS)
+    shared_prefix = check_count("shared prefix", shared_prefix, context, low=0)
+    if isinstance(cpu_offload_gib, bool) or not isinstance(cpu_offload_gib, (int, float)) \
+            or not 0 <= cpu_offload_gib <= MAX_OFFLOAD_GIB:
+        raise CalculatorError("bad_offload", value=str(cpu_offload_gib)[:30], high=MAX_OFFLOAD_GIB)
+    default_batched, default_seqs = default_limits(card.total_bytes, card.key)
+    batched = check_count("max_num_batched_tokens", max_num_batched_tokens or default_batched, MAX_TOKENS)
+    seqs = min(check_count("max_num_seqs", max_num_seqs or default_seqs, 10**6), batched)
+    if utilization is None:
+        utilization = VLLM_UTILIZATION if engine == "vllm" else sglang_fraction(card.memory_bytes, tensor)
+    utilization = check_fraction(utilization)
+    kv_bytes = kv_element_bytes(dtype, kv_dtype)
+    offload = round(cpu_offload_gib * GIB)
+
+    def replica(t: int) -> Replica:
+        return _replica(model, card, engine, t, dtype, kv_bytes, context, utilization, batched, seqs, offload,
+                        shared_prefix)
+
+    chosen = replica(tensor)
+    replicas = gpus // tensor
+    total_sequences = chosen.sequences * replicas
+    verdict, reason = _verdict(chosen, card, total_sequences, users, context)
+    options = []
+    if layouts:
+        for t in tensor_sizes(spec):
+            one = chosen if t == tensor else replica(t)
+            needed = math.ceil(users / one.sequences) if one.starts else None
+            options.append(Layout(t, one.weights_bytes_per_gpu, one.kv_pool_bytes_per_gpu, one.kv_tokens,
+                                  one.sequences, needed, needed * t if needed else None))
+    kv_name = "auto" if kv_dtype in (None, "", "auto") else {4: "float32", 2: "float16", 1: "float8"}[kv_bytes]
+    return Deployment(engine, VLLM_VERSION if engine == "vllm" else SGLANG_VERSION, card.key, gpus, tensor,
+                      replicas, dtype, kv_name, context, users, utilization, batched, seqs, card.total_bytes,
+                      kv_bytes_per_token(spec, {4: "float32", 2: "bfloat16", 1: "float8"}[kv_bytes]), chosen,
+                      total_sequences, verdict, reason, tuple(options))
+
+
+def _verdict(replica: Replica, card: Gpu, sequences: int, users: int, context: int) -> tuple[str, str | None]:
+    if replica.available_kv_bytes_per_gpu <= 0:
+        return TOO_BIG, "no_cache_room"
+    if replica.sequences < 1:
+        return TOO_BIG, "context_exceeds_pool"
+    if replica.memory_verdict == TOO_BIG:
+        return TOO_BIG, "over_usable"
+    if sequences < users:
+        return TOO_BIG, "too_many_users"
+    return (TIGHT if replica.memory_verdict == TIGHT else FITS), None
+
+
+def tensor_sizes(spec) -> list[int]:
+    """Tensor-parallel sizes up to 16 that divide the attention heads (and whose key/value
+    heads divide, or are replicated evenly), as vLLM requires."""
+    sizes = []
+    for t in range(1, MAX_TENSOR + 1):
+        try:
+            check_degree(spec, t)
+        except CalculatorError:
+            continue
+        sizes.append(t)
+    return sizes
+
+
+# -- llama.cpp's server -----------------------------------------------------------------------
+
+# ggml's bytes per cached number for each --cache-type-k / --cache-type-v (block size, bytes).
+LLAMACPP_CACHE_TYPES: dict[str, Fraction] = {
+    "f32": Fraction(4), "f16": Fraction(2), "bf16": Fraction(2), "q8_0": Fraction(34, 32),
+    "q5_1": Fraction(24, 32), "q5_0": Fraction(22, 32), "q4_1": Fraction(20, 32), "q4_0": Fraction(18, 32),
+}
+LLAMACPP_PAD = 256  # n_ctx and the sliding-window cells are padded to 256
+LLAMACPP_UBATCH = 512
+
+
+@dataclass(frozen=True)
+class LlamaCppCache:
+    n_ctx: int  # the whole cache, in cells (tokens), shared by the slots
+    tokens_per_slot: int  # the longest sequence one slot can hold
+    layers_on_gpu: int
+    gpu_bytes: int
+    host_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.gpu_bytes + self.host_bytes
+
+
+def _pad(n: int) -> int:
+    return math.ceil(n / LLAMACPP_PAD) * LLAMACPP_PAD
+
+
+def llamacpp_cache(spec, n_ctx: int = 0, parallel: int = 1, cache_type_k: str = "f16", cache_type_v: str = "f16",
+                   gpu_layers: int = 999, unified: bool = True, ubatch: int = LLAMACPP_UBATCH) -> LlamaCppCache:
+    """The KV buffer of `llama-server -c N -np P -ngl G`: n_ctx cells (0 = the model's
+    training context), padded to 256, shared by the P slots (one stream with -kvu, the
+    default when -np is left to auto; else n_ctx / P cells per slot). Each layer with a cache
+    keeps K and V rows of n_head_kv x head size in the cache type (MLA: one latent, K only);
+    a sliding-window layer keeps min(n_ctx, window x streams' slots + ubatch) cells. Layers
+    not offloaded by -ngl keep their cache in host memory (llama-kv-cache.cpp)."""
+    for name, kind in (("--cache-type-k", cache_type_k), ("--cache-type-v", cache_type_v)):
+        if kind not in LLAMACPP_CACHE_TYPES:
+            raise CalculatorError("unknown_choice", name=name, value=str(kind)[:20],
+                                  choices=", ".join(LLAMACPP_CACHE_TYPES))
+    parallel = check_count("number of slots", parallel, 256)
+    n_ctx = check_count("context", n_ctx or spec.max_positions or 4096, MAX_TOKENS)
+    if unified:
+        n_ctx, per_slot, streams, slots_per_stream = _pad(n_ctx), _pad(n_ctx), 1, parallel
+    else:
+        per_slot = _pad(math.ceil(n_ctx / parallel))
+        n_ctx, streams, slots_per_stream = per_slot * parallel, parallel, 1
+    bk, bv = LLAMACPP_CACHE_TYPES[cache_type_k], LLAMACPP_CACHE_TYPES[cache_type_v]
+    mla = bool(spec.mla_expanded_dim)
+    layers = sum(g.layers for g in spec.attention if not g.cross)
+    on_gpu = max(0, layers - max(layers + 1 - gpu_layers, 0))
+    total = Fraction(0)
+    for group in spec.attention:
+        cells = n_ctx
+        if group.window is not None:
+            cells = streams * _pad(min(per_slot, group.window * slots_per_stream + ubatch))
+        row = group.kv_heads * ((group.k_dim + group.v_dim) * bk if mla else group.k_dim * bk + group.v_dim * bv)
+        total += group.layers * cells * row
+    gpu = math.ceil(total * on_gpu / layers) if layers else 0
+    return LlamaCppCache(n_ctx, per_slot, on_gpu, gpu, math.ceil(total) - gpu)
+
+
+# -- transformers without a serving engine ----------------------------------------------------
+
+@dataclass(frozen=True)
+class MultiGpu:
+    """`batch` sequences of `context` tokens with transformers over `gpus` cards: the largest
+    GPU's share under device_map="auto" (layers one after another, one GPU busy at a time) and
+    under tp_plan="auto" (every matrix split, every GPU busy; None when the heads do not split)."""
+
+    gpus: int
+    device_map_weights: tuple[int, ...]
+    device_map_cache: tuple[int, ...]
+    device_map_peak_bytes: int
+    device_map_verdict: str
+    tp_weights_bytes: int | None
+    tp_cache_bytes: int | None
+    tp_peak_bytes: int | None
+    tp_verdict: str | None
+    activation_bytes: int
+
+
+def transformers_multi_gpu(model, card: Gpu, gpus: int, dtype: str = "bfloat16", batch: int = 1,
+                           context: int = 4096) -> MultiGpu:
+    """Weights from the exact count split as accelerate (device_map) or transformers'
+    tensor-parallel plan would; the cache follows its layers (device_map) or its key/value
+    heads (tp_plan); the activation peak of the forward (inference.py) is counted whole on
+    every GPU, an upper bound where tp_plan splits the MLP's widening."""
+    spec, summary = model.spec, model.summary
+    gpus = check_count("number of GPUs", gpus, 64)
+    memory = inference_memory(summary, spec, batch, context, dtype=dtype)
+    stages = pipeline_split(summary, dtype, min(gpus, len(summary.units)))
+    layer_bytes = sum(s.kinds.get("layers", 0) for s in stages) or 1
+    caches = tuple(math.ceil(memory.kv_cache_bytes * s.kinds.get("layers", 0) / layer_bytes) for s in stages)
+    weights = tuple(s.bytes for s in stages)
+    act = memory.activation_peak_bytes
+    budget = Budget(card)
+    peaks = [w + c + act for w, c in zip(weights, caches)]
+    worst = max(range(len(peaks)), key=peaks.__getitem__)
+    map_verdict = budget.verdict_for(reserved_bytes(peaks[worst], weights[worst]))
+    tp_weights = tp_cache = tp_peak = tp_verdict = None
+    try:
+        degree = check_degree(spec, gpus)
+    except CalculatorError:
+        degree = None
+    if degree is not None:
+        tp_weights = tensor_parallel(summary, spec, dtype, degree).per_gpu_bytes
+        groups = [g for g in spec.attention if not g.cross]
+        heads = groups[0].kv_heads if groups else 1
+        tp_cache = math.ceil(memory.kv_cache_bytes * kv_heads_per_gpu(spec, degree) / heads)
+        tp_peak = tp_weights + tp_cache + act
+        tp_verdict = budget.verdict_for(reserved_bytes(tp_peak, tp_weights))
+    return MultiGpu(gpus, weights, caches, peaks[worst], map_verdict, tp_weights, tp_cache, tp_peak, tp_verdict, act)

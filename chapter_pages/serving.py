@@ -1,0 +1,3 @@
+from guide.render import render_page
+
+render_page("serving")

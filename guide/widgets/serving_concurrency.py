@@ -1,0 +1,81 @@
+"""serving#concurrency: the KV cache one token costs, and how many sequences of each length hold
+their cache in the pool at once, with a shared prompt prefix stored once (prefix caching)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.errors import CalculatorError
+from calculator.serving_plan import serve
+from guide.charts import base_layout
+from guide.format import format_bytes, format_count
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker, tokens_input
+from guide.widgets.serving_inputs import kv_picker
+
+KEYS = ("svc_model", "svc_gpu", "svc_context", "svc_kv", "svc_prefix")
+
+
+def lengths_up_to(limit: int, marked: int) -> list[int]:
+    """Doublings from 512 up to the model's positions, with the reader's own length."""
+    points, t = set(), 512
+    while t <= limit:
+        points.add(t)
+        t *= 2
+    return sorted(points | {min(marked, limit)})
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2 = st.columns(2)
+    model = model_picker(ctx, "svc_model", default="llama-3.1-8b", container=c1)
+    gpu = gpu_picker(ctx, "svc_gpu", default="h100", container=c2)
+    c3, c4, c5 = st.columns(3)
+    context = tokens_input(ctx, "serving.context", "svc_context", 8192, container=c3)
+    kv_dtype = kv_picker(ctx, "svc_kv", container=c4)
+    prefix = tokens_input(ctx, "serving.shared_prefix", "svc_prefix", 0, low=0, container=c5)
+    try:
+        plan = serve(model, gpu, kv_dtype=kv_dtype, context=context, shared_prefix=min(prefix, context),
+                     layouts=False)
+        limit = model.spec.max_positions or context
+        lengths = lengths_up_to(limit, context)
+        curve = [serve(model, gpu, kv_dtype=kv_dtype, context=t, layouts=False).replica.sequences for t in lengths]
+        shared = [serve(model, gpu, kv_dtype=kv_dtype, context=t, shared_prefix=min(prefix, t),
+                        layouts=False).replica.sequences for t in lengths] if prefix else []
+    except CalculatorError as error:
+        st.error(error.message(lang))
+        share_box(ctx, KEYS)
+        return
+    r = plan.replica
+    m1, m2, m3 = st.columns(3)
+    m1.metric(ctx.t("serving.metric_per_token"), format_bytes(plan.kv_bytes_per_token, lang))
+    m2.metric(ctx.t("serving.metric_one_sequence", tokens=format_count(context, lang)),
+              format_bytes(plan.kv_bytes_per_token * context, lang))
+    m3.metric(ctx.t("serving.metric_sequences"), format_count(r.sequences, lang))
+    labels = [format_count(t, lang) for t in lengths]
+    fig = go.Figure(go.Bar(x=labels, y=curve, name=ctx.t("serving.curve_alone"), marker_color="#5b7db1",
+                           text=[format_count(n, lang) for n in curve], textposition="outside"))
+    if shared:
+        fig.add_bar(x=labels, y=shared, name=ctx.t("serving.curve_shared", prefix=format_count(prefix, lang)),
+                    marker_color="#2ca02c")
+    fig.update_xaxes(type="category")
+    base_layout(fig, ctx.t("serving.context_axis"), ctx.t("serving.sequences_axis"), lang, height=340)
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="svc_chart")
+    if not r.sequences:
+        st.error(ctx.t("serving.none_fits", tokens=format_count(context, lang), gpu=gpu.name,
+                       pool=format_count(r.kv_tokens, lang)))
+    else:
+        st.success(ctx.t("serving.sequences_fit", n=format_count(r.sequences, lang), tokens=format_count(context, lang),
+                         gpu=gpu.name, pool=format_count(r.kv_tokens, lang), concurrency=f"{r.max_concurrency:.2f}", log_tokens=f"{context:,}"))
+    if plan.replica.kv_groups > 1 or any(g.window for g in model.spec.attention):
+        st.caption(ctx.t("serving.window_caption"))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="serving-concurrency",
+    render=render,
+    params=(Param("svc_model", "mistralai/Mistral-7B-v0.1"), Param("svc_gpu", "NVIDIA L4"),
+            Param("svc_context", "4096"), Param("svc_kv", "float8"), Param("svc_prefix", "1024")),
+)

@@ -1,0 +1,71 @@
+"""serving#how-many-gpus: U users x L tokens -> for each tensor-parallel size that divides the
+heads, the sequences one copy of the model holds, the copies needed and the GPUs in all; the
+fewest, and the command that starts it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.errors import CalculatorError
+from calculator.serving_commands import sglang_command, vllm_command
+from calculator.serving_plan import serve
+from guide.format import format_bytes, format_count
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker, tokens_input
+from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, weights_picker
+
+KEYS = ("svg_model", "svg_gpu", "svg_dtype", "svg_kv", "svg_users", "svg_context", "svg_engine")
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2, c3, c4 = st.columns(4)
+    model = model_picker(ctx, "svg_model", default="llama-3.1-70b", container=c1)
+    gpu = gpu_picker(ctx, "svg_gpu", default="h100", container=c2)
+    dtype = weights_picker(ctx, "svg_dtype", container=c3)
+    kv_dtype = kv_picker(ctx, "svg_kv", container=c4)
+    c5, c6, c7 = st.columns(3)
+    users = count_input(ctx, "serving.users", "svg_users", 32, high=1_000_000, container=c5,
+                        help_key="serving.users_help")
+    context = tokens_input(ctx, "serving.context", "svg_context", 4096, container=c6)
+    engine = engine_picker(ctx, "svg_engine", container=c7)
+    try:
+        plan = serve(model, gpu, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=context, users=users)
+    except CalculatorError as error:
+        st.error(error.message(lang))
+        share_box(ctx, KEYS)
+        return
+    never = ctx.t("serving.never")
+    st.dataframe([{
+        ctx.t("serving.col_tensor"): lay.tensor,
+        ctx.t("serving.col_weights"): format_bytes(lay.weights_bytes_per_gpu, lang),
+        ctx.t("serving.col_pool"): format_count(lay.kv_tokens, lang),
+        ctx.t("serving.col_sequences"): format_count(lay.sequences_per_replica, lang),
+        ctx.t("serving.col_replicas"): never if lay.replicas is None else format_count(lay.replicas, lang),
+        ctx.t("serving.col_gpus"): never if lay.gpus is None else format_count(lay.gpus, lang),
+    } for lay in plan.layouts], hide_index=True)
+    best = plan.best_layout
+    if best is None:
+        st.error(ctx.t("serving.no_layout", gpu=gpu.name, tokens=format_count(context, lang)))
+        share_box(ctx, KEYS)
+        return
+    st.success(ctx.t("serving.best_layout" if best.replicas == 1 else "serving.best_layout_copies", gpus=format_count(best.gpus, lang), gpu=gpu.name, tensor=best.tensor,
+                     replicas=format_count(best.replicas, lang), users=format_count(users, lang),
+                     tokens=format_count(context, lang),
+                     spare=format_count(best.sequences_per_replica * best.replicas - users, lang)))
+    options = {"tensor": best.tensor, "replicas": best.replicas, "dtype": dtype, "kv_dtype": kv_dtype,
+               "context": context}
+    command = vllm_command(model.load_id, **options) if engine == "vllm" else sglang_command(model.load_id, **options)
+    st.code(command, language="bash", wrap_lines=True)
+    if dtype in ("int8", "int4"):
+        st.caption(ctx.t("serving.quantized_checkpoint"))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="serving-gpus",
+    render=render,
+    params=(Param("svg_model", "meta-llama/Llama-3.1-8B"), Param("svg_gpu", "NVIDIA L4"), Param("svg_dtype", "float8"),
+            Param("svg_kv", "float8"), Param("svg_users", "200"), Param("svg_context", "8192"),
+            Param("svg_engine", "sglang")),
+)

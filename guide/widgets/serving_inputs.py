@@ -1,0 +1,39 @@
+"""Inputs the serving chapter's calculators share. Their options are the engines' own names
+(vllm, sglang, float8...), the same in both languages, so a URL means the same thing to every
+reader."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.serving import ENGINES, KV_DTYPES, WEIGHT_DTYPES
+from guide.widgets import Context
+
+KV_CHOICES = tuple(k for k in KV_DTYPES if k != "float32")
+
+
+def weights_picker(ctx: Context, key: str, container=st) -> str:
+    return container.selectbox(ctx.t("serving.weights"), list(WEIGHT_DTYPES), index=WEIGHT_DTYPES.index("bfloat16"),
+                               key=key, bind="query-params", help=ctx.t("serving.weights_help"))
+
+
+def kv_picker(ctx: Context, key: str, container=st) -> str:
+    return container.selectbox(ctx.t("serving.kv_dtype"), list(KV_CHOICES), key=key, bind="query-params",
+                               help=ctx.t("serving.kv_dtype_help"))
+
+
+def engine_picker(ctx: Context, key: str, container=st, choices=ENGINES) -> str:
+    return container.selectbox(ctx.t("serving.engine"), list(choices), key=key, bind="query-params",
+                               help=ctx.t("serving.engine_help"))
+
+
+def share_input(ctx: Context, key: str, default: float = 0.9, container=st) -> float:
+    return float(container.number_input(ctx.t("serving.utilization"), min_value=0.05, max_value=1.0, value=default,
+                                        step=0.01, format="%.2f", key=key, bind="query-params",
+                                        help=ctx.t("serving.utilization_help")))
+
+
+def count_input(ctx: Context, label_key: str, key: str, default: int, low: int = 1, high: int = 1_048_576,
+                step: int = 1, container=st, help_key: str | None = None) -> int:
+    return int(container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=default, step=step,
+                                      key=key, bind="query-params", help=ctx.t(help_key) if help_key else None))

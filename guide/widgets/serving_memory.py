@@ -1,0 +1,87 @@
+"""serving#serving-memory: how an engine splits one card: its share, the weights, the profile
+run's reserve, the non-torch growth, and the KV pool left over, in blocks and tokens."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calculator.errors import CalculatorError
+from calculator.serving_plan import serve
+from guide.charts import GIB, base_layout
+from guide.format import format_bytes, format_count
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker
+from guide.widgets.serving_inputs import count_input, engine_picker, share_input, weights_picker
+
+KEYS = ("svm_model", "svm_gpu", "svm_dtype", "svm_engine", "svm_util", "svm_batched")
+COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "pool": "#9ecae1", "outside": "#dddddd"}
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2, c3 = st.columns(3)
+    model = model_picker(ctx, "svm_model", default="llama-3.1-8b", container=c1)
+    gpu = gpu_picker(ctx, "svm_gpu", default="h100", container=c2)
+    dtype = weights_picker(ctx, "svm_dtype", container=c3)
+    c4, c5, c6 = st.columns(3)
+    engine = engine_picker(ctx, "svm_engine", container=c4)
+    utilization = share_input(ctx, "svm_util", container=c5)
+    batched = count_input(ctx, "serving.batched_tokens", "svm_batched", 8192, low=16, high=131_072, step=1024,
+                          container=c6, help_key="serving.batched_tokens_help")
+    try:
+        plan = serve(model, gpu, engine=engine, dtype=dtype, context=model.spec.max_positions or 4096,
+                     utilization=utilization, max_num_batched_tokens=batched, layouts=False)
+    except CalculatorError as error:
+        st.error(error.message(lang))
+        share_box(ctx, KEYS)
+        return
+    r = plan.replica
+    reserve_key = "serving.part_reserve" if engine == "vllm" else "serving.part_reserve_sglang"
+    parts = [("weights", "serving.part_weights", r.weights_bytes_per_gpu),
+             ("reserve", reserve_key, r.activation_reserve_bytes),
+             ("non_torch", "serving.part_non_torch", r.non_torch_bytes),
+             ("pool", "serving.part_pool", r.kv_pool_bytes_per_gpu),
+             ("outside", "serving.part_outside", max(plan.total_bytes_per_gpu - r.requested_bytes_per_gpu
+                                                       - (r.activation_reserve_bytes if engine == "sglang" else 0), 0))]
+    fig = go.Figure()
+    for name, label, size in parts:
+        if size > 0:
+            fig.add_bar(y=[gpu.name], x=[size / GIB], name=ctx.t(label), orientation="h",
+                        marker_color=COLORS[name], hovertemplate="%{x:.2f}")
+    fig.update_layout(barmode="stack", legend_traceorder="normal")
+    base_layout(fig, ctx.t("common.memory_axis"), "", lang, height=220)
+    st.plotly_chart(fig, config={"displayModeBar": False}, key="svm_chart")
+    m1, m2, m3 = st.columns(3)
+    m1.metric(ctx.t("serving.metric_pool"), format_bytes(r.kv_pool_bytes_per_gpu, lang))
+    m2.metric(ctx.t("serving.metric_tokens"), format_count(r.kv_tokens, lang))
+    m3.metric(ctx.t("serving.metric_reserve"), format_bytes(r.activation_reserve_bytes, lang))
+    if r.available_kv_bytes_per_gpu <= 0:
+        st.error(ctx.t("serving.no_cache_room", gpu=gpu.name, weights=format_bytes(r.weights_bytes_per_gpu, lang),
+                       share=format_bytes(r.requested_bytes_per_gpu, lang)))
+    elif r.memory_verdict == "too_big":
+        st.error(ctx.t("serving.over_usable", share=format_bytes(r.requested_bytes_per_gpu, lang),
+                       usable=format_bytes(gpu.usable_bytes, lang), gpu=gpu.name))
+    elif r.memory_verdict == "tight":
+        st.warning(ctx.t("serving.share_tight", share=format_bytes(r.requested_bytes_per_gpu, lang),
+                         usable=format_bytes(gpu.usable_bytes, lang), gpu=gpu.name))
+    else:
+        st.success(ctx.t("serving.share_fits", share=format_bytes(r.requested_bytes_per_gpu, lang), gpu=gpu.name,
+                         tokens=format_count(r.kv_tokens, lang)))
+    if engine == "vllm":
+        st.caption(ctx.t("serving.profile_caption", tokens=format_count(batched, lang),
+                         rows=format_count(plan.max_num_seqs, lang), moment=ctx.t(f"serving.moment_{r.profile_moment}"),
+                         blocks=format_count(r.kv_blocks, lang)))
+    else:
+        st.caption(ctx.t("serving.sglang_caption", share=format_bytes(r.requested_bytes_per_gpu, lang),
+                         reserve=format_bytes(r.activation_reserve_bytes, lang)))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="serving-memory",
+    render=render,
+    params=(Param("svm_model", "mistralai/Mistral-7B-v0.1"), Param("svm_gpu", "NVIDIA A100 80GB SXM"),
+            Param("svm_dtype", "float8"), Param("svm_engine", "sglang"), Param("svm_util", "0.95"),
+            Param("svm_batched", "2048", given=(("svm_engine", "vllm"),))),
+)

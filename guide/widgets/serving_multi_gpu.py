@@ -1,0 +1,78 @@
+"""serving#multi-gpu-inference: transformers without a serving engine over several GPUs:
+device_map="auto" (whole layers on successive GPUs, one at work at a time) against a
+tensor-parallel plan (every matrix split, all at work): the fullest GPU of each, and the code."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.errors import CalculatorError
+from calculator.serving_commands import transformers_code
+from calculator.serving_plan import transformers_multi_gpu
+from guide.format import format_bytes
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+
+KEYS = ("svt_model", "svt_gpu", "svt_gpus", "svt_dtype", "svt_batch", "svt_context")
+GPU_COUNTS = (2, 4, 8)
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2, c3 = st.columns(3)
+    model = model_picker(ctx, "svt_model", default="llama-3.1-70b", container=c1)
+    gpu = gpu_picker(ctx, "svt_gpu", default="a100-80gb", container=c2)
+    gpus = c3.selectbox(ctx.t("serving.gpus"), list(GPU_COUNTS), index=GPU_COUNTS.index(4), key="svt_gpus",
+                        bind="query-params")
+    c4, c5, c6 = st.columns(3)
+    dtype = dtype_picker(ctx, "svt_dtype", container=c4, options=("float32", "float16", "bfloat16"))
+    batch = tokens_input(ctx, "oom.batch", "svt_batch", 1, high=4096, container=c5, step=1)
+    context = tokens_input(ctx, "serving.context", "svt_context", 4096, container=c6)
+    try:
+        result = transformers_multi_gpu(model, gpu, gpus, dtype, batch, context)
+    except CalculatorError as error:
+        st.error(error.message(lang))
+        share_box(ctx, KEYS)
+        return
+    worst = max(range(len(result.device_map_weights)),
+                key=lambda i: result.device_map_weights[i] + result.device_map_cache[i])
+    verdict = {"fits": "serving.verdict_fits", "tight": "serving.verdict_tight", "too_big": "serving.verdict_too_big"}
+    rows = [{
+        ctx.t("serving.col_plan"): "device_map=\"auto\"",
+        ctx.t("serving.col_weights"): format_bytes(result.device_map_weights[worst], lang),
+        ctx.t("serving.col_cache"): format_bytes(result.device_map_cache[worst], lang),
+        ctx.t("serving.col_activations"): format_bytes(result.activation_bytes, lang),
+        ctx.t("serving.col_peak"): format_bytes(result.device_map_peak_bytes, lang),
+        ctx.t("serving.col_verdict"): ctx.t(verdict[result.device_map_verdict]),
+        ctx.t("serving.col_busy"): "1",
+    }]
+    if result.tp_weights_bytes is not None:
+        rows.append({
+            ctx.t("serving.col_plan"): f"DistributedConfig(tp_size={gpus})",
+            ctx.t("serving.col_weights"): format_bytes(result.tp_weights_bytes, lang),
+            ctx.t("serving.col_cache"): format_bytes(result.tp_cache_bytes, lang),
+            ctx.t("serving.col_activations"): format_bytes(result.activation_bytes, lang),
+            ctx.t("serving.col_peak"): format_bytes(result.tp_peak_bytes, lang),
+            ctx.t("serving.col_verdict"): ctx.t(verdict[result.tp_verdict]),
+            ctx.t("serving.col_busy"): str(gpus),
+        })
+    st.dataframe(rows, hide_index=True)
+    if result.tp_weights_bytes is None:
+        st.warning(ctx.t("serving.tp_heads", gpus=gpus, heads=model.spec.heads))
+    elif result.device_map_verdict == "too_big" and result.tp_verdict == "too_big":
+        st.error(ctx.t("serving.multi_too_big", gpus=gpus, gpu=gpu.name))
+    else:
+        st.info(ctx.t("serving.multi_summary", gpus=gpus, gpu=gpu.name))
+    st.code(transformers_code(model.load_id, gpus, dtype, "device_map"), language="python", wrap_lines=True)
+    if result.tp_weights_bytes is not None:
+        st.code(transformers_code(model.load_id, gpus, dtype, "tp"), language="python", wrap_lines=True)
+    st.caption(ctx.t("serving.multi_caption"))
+    share_box(ctx, KEYS)
+
+
+WIDGET = Widget(
+    name="serving-multi-gpu",
+    render=render,
+    params=(Param("svt_model", "Qwen/Qwen2.5-7B"), Param("svt_gpu", "NVIDIA L4"), Param("svt_gpus", "2"),
+            Param("svt_dtype", "float16"), Param("svt_batch", "8"), Param("svt_context", "8192")),
+)

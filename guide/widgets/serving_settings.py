@@ -1,0 +1,111 @@
+"""serving#engine-settings: the flags that change memory, engine by engine: what they leave for
+the KV cache and how many sequences of the context it holds (vLLM, SGLang), or the KV buffer
+llama-server allocates (-c, -np, -ngl, cache types); and the command line to paste."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.errors import CalculatorError
+from calculator.serving_commands import llamacpp_command, sglang_command, vllm_command
+from calculator.serving_plan import LLAMACPP_CACHE_TYPES, llamacpp_cache, serve
+from guide.format import format_bytes, format_count, format_number
+from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets.common import gpu_picker, model_picker, tokens_input
+from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, share_input
+
+KEYS = ("sve_engine", "sve_model", "sve_gpu", "sve_context", "sve_kv", "sve_util", "sve_seqs", "sve_batched",
+        "sve_offload", "sve_slots", "sve_ngl", "sve_cache")
+ENGINES = ("vllm", "sglang", "llama.cpp")
+CACHE_TYPES = ("f16", "q8_0", "q4_0")
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    c1, c2, c3, c4 = st.columns(4)
+    engine = engine_picker(ctx, "sve_engine", container=c1, choices=ENGINES)
+    model = model_picker(ctx, "sve_model", default="llama-3.1-8b", container=c2)
+    gpu = gpu_picker(ctx, "sve_gpu", default="rtx4090", container=c3)
+    context = tokens_input(ctx, "serving.max_model_len", "sve_context", 8192, container=c4)
+    server = engine != "llama.cpp"
+    st.caption(ctx.t("serving.settings_engine_flags"))
+    c5, c6, c7, c8, c9 = st.columns(5)
+    kv_dtype = kv_picker(ctx, "sve_kv", container=c5)
+    utilization = share_input(ctx, "sve_util", container=c6)
+    seqs = count_input(ctx, "serving.max_num_seqs", "sve_seqs", 256, high=65_536, container=c7,
+                       help_key="serving.max_num_seqs_help")
+    batched = count_input(ctx, "serving.batched_tokens", "sve_batched", 2048, low=16, high=131_072, step=1024,
+                          container=c8, help_key="serving.batched_tokens_help")
+    offload = float(c9.number_input(ctx.t("serving.cpu_offload"), min_value=0.0, max_value=1024.0, value=0.0,
+                                    step=1.0, key="sve_offload", bind="query-params",
+                                    help=ctx.t("serving.cpu_offload_help")))
+    st.caption(ctx.t("serving.settings_llamacpp_flags"))
+    d1, d2, d3 = st.columns(3)
+    slots = count_input(ctx, "serving.slots", "sve_slots", 4, high=256, container=d1, help_key="serving.slots_help")
+    ngl = count_input(ctx, "serving.gpu_layers", "sve_ngl", 99, low=0, high=999, container=d2,
+                      help_key="serving.gpu_layers_help")
+    cache_type = d3.selectbox(ctx.t("serving.cache_type"), list(CACHE_TYPES), key="sve_cache", bind="query-params",
+                              help=ctx.t("serving.cache_type_help"))
+    try:
+        if server:
+            _engine(ctx, engine, model, gpu, context, kv_dtype, utilization, seqs, batched, offload)
+        else:
+            _llamacpp(ctx, model, context, slots, ngl, cache_type)
+    except CalculatorError as error:
+        st.error(error.message(lang))
+    share_box(ctx, KEYS)
+
+
+def _engine(ctx, engine, model, gpu, context, kv_dtype, utilization, seqs, batched, offload) -> None:
+    lang = ctx.lang
+    plan = serve(model, gpu, engine=engine, kv_dtype=kv_dtype, context=context, utilization=utilization,
+                 max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload, layouts=False)
+    r = plan.replica
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric(ctx.t("serving.part_weights"), format_bytes(r.weights_bytes_per_gpu, lang))
+    m2.metric(ctx.t("serving.metric_reserve"), format_bytes(r.activation_reserve_bytes, lang))
+    m3.metric(ctx.t("serving.metric_pool"), format_bytes(r.kv_pool_bytes_per_gpu, lang))
+    m4.metric(ctx.t("serving.metric_sequences"), format_count(r.sequences, lang))
+    if r.sequences:
+        st.success(ctx.t("serving.sequences_fit", n=format_count(r.sequences, lang), tokens=format_count(context, lang),
+                         gpu=gpu.name, pool=format_count(r.kv_tokens, lang), concurrency=f"{r.max_concurrency:.2f}", log_tokens=f"{context:,}"))
+    else:
+        st.error(ctx.t("serving.none_fits", tokens=format_count(context, lang), gpu=gpu.name,
+                       pool=format_count(r.kv_tokens, lang)))
+    if engine == "vllm":
+        command = vllm_command(model.load_id, kv_dtype=kv_dtype, context=context, utilization=utilization,
+                               max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload)
+    else:
+        command = sglang_command(model.load_id, kv_dtype=kv_dtype, context=context, fraction=utilization,
+                                 max_running_requests=seqs, chunked_prefill=batched)
+        if offload:
+            command += f" --cpu-offload-gb {offload:g}"
+        st.caption(ctx.t("serving.sglang_settings_caption"))
+    st.code(command, language="bash", wrap_lines=True)
+
+
+def _llamacpp(ctx, model, context, slots, ngl, cache_type) -> None:
+    lang = ctx.lang
+    cache = llamacpp_cache(model.spec, context, slots, cache_type, cache_type, gpu_layers=ngl)
+    m1, m2, m3 = st.columns(3)
+    m1.metric(ctx.t("serving.llamacpp_gpu"), format_bytes(cache.gpu_bytes, lang))
+    m2.metric(ctx.t("serving.llamacpp_host"), format_bytes(cache.host_bytes, lang))
+    m3.metric(ctx.t("serving.llamacpp_slot"), format_count(cache.tokens_per_slot, lang))
+    st.info(ctx.t("serving.llamacpp_summary", n_ctx=format_count(cache.n_ctx, lang), slots=slots,
+                  layers=cache.layers_on_gpu, bytes=format_number(float(LLAMACPP_CACHE_TYPES[cache_type]), 4, lang)))
+    st.code(llamacpp_command(f"{model.load_id.split('/')[-1]}.gguf", context=context, slots=slots, gpu_layers=ngl,
+                             cache_type_k=cache_type, cache_type_v=cache_type), language="bash", wrap_lines=True)
+
+
+WIDGET = Widget(
+    name="serving-settings",
+    render=render,
+    params=(Param("sve_engine", "llama.cpp"), Param("sve_model", "mistralai/Mistral-7B-v0.1"),
+            Param("sve_gpu", "NVIDIA A100 80GB SXM", given=(("sve_engine", "vllm"),)),
+            Param("sve_context", "4096"),
+            Param("sve_kv", "float8"), Param("sve_util", "0.8"), Param("sve_seqs", "16"),
+            Param("sve_batched", "8192"), Param("sve_offload", "2"),
+            Param("sve_slots", "2", given=(("sve_engine", "llama.cpp"), ("sve_ngl", "20"))),
+            Param("sve_ngl", "20", given=(("sve_engine", "llama.cpp"),)),
+            Param("sve_cache", "q8_0", given=(("sve_engine", "llama.cpp"),))),
+)
