@@ -4,6 +4,7 @@ reader's language, and bad input gets a clear message with what was typed shown 
 from __future__ import annotations
 
 from calculator import catalog
+from calculator.budget import Budget
 from calculator.gpus import gpu
 from calculator.training import STRATEGIES, TrainingSetup, fewest_gpus, rule_of_thumb_bytes, traits_from_config, \
     training_memory
@@ -21,7 +22,10 @@ def test_training_memory_shows_the_engines_peak_and_the_rule_in_both_languages()
     summary, spec = catalog.stored_summary("llama-3-8b"), catalog.stored_spec("llama-3-8b")
     peak = training_memory(summary, spec, TrainingSetup(), traits=traits_from_config(catalog.config("llama-3-8b")))
     rule = rule_of_thumb_bytes(summary.parameters)
-    en, fr = open_page(SLUG, "en"), open_page(SLUG, "fr")
+    # the chapter's case set to TrainingSetup()'s defaults: full fine-tuning in mixed precision, no recomputation
+    case = {"model": "llama-3-8b", "method": "full", "precision": "mixed", "checkpointing": "none", "batch": "1",
+            "sequence": "2048"}
+    en, fr = open_page(SLUG, "en", **case), open_page(SLUG, "fr", **case)
     assert not en.exception and not fr.exception
     assert format_bytes(peak.total_bytes, "en") in metrics(en)
     assert format_bytes(rule, "en", system="decimal") in metrics(en)
@@ -47,10 +51,11 @@ def test_distributed_names_the_fewest_gpus_the_engine_finds():
     summary, spec = catalog.stored_summary("llama-3.1-70b"), catalog.stored_spec("llama-3.1-70b")
     setup = TrainingSetup(checkpointing="full", micro_batch=1, sequence=4096, gradient_accumulation=8)
     traits = traits_from_config(catalog.config("llama-3.1-70b"))
-    capacity = gpu("h100").memory_bytes
+    capacity = Budget(gpu("h100"))  # what each H100 gives a process, with the headroom
     counts = [fewest_gpus(summary, spec, capacity, s, setup, traits) for s in STRATEGIES if s != "zero3-offload"]
     best = min(c.gpus for c in counts if c.gpus)
-    at = open_page(SLUG, "en")
+    at = open_page(SLUG, "en", model="llama-3.1-70b", gpu="h100", method="full", precision="mixed",
+                   checkpointing="full", batch="1", sequence="4096")
     assert any(s.value.startswith("The fewest") and f"**{best}**" in s.value for s in at.success)
 
 

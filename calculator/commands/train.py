@@ -7,7 +7,8 @@ side by side."""
 from __future__ import annotations
 
 from ..units import format_count
-from ._common import add_command, find_gpu, print_json, render_table, resolve_model, sizer
+from ._common import (add_command, budget_for, find_gpu, print_json, readings_json, readings_lines, render_table,
+                      resolve_model, sizer)
 
 
 # Components as the human output names them.
@@ -17,7 +18,8 @@ COMPONENT_NAMES = {"weights": "weights", "master": "float32 master copy", "gradi
 
 
 def register(commands, shared) -> None:
-    from ..training import ACCOUNTINGS, ATTENTION, CHECKPOINTING, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS
+    from ..training import (ACCOUNTINGS, ADAPTER_DTYPES, ATTENTION, CHECKPOINTING, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS,
+                            PRECISIONS)
 
     p = add_command(commands, "train", shared, ("model", "trust", "units", "json"), run,
                     help="memory of a training step per GPU: weights, gradients, optimizer, activations")
@@ -44,11 +46,18 @@ def register(commands, shared) -> None:
     p.add_argument("--accounting", choices=ACCOUNTINGS, default="paper",
                    help="paper: the ZeRO paper's model states (default); deepspeed: DeepSpeed's own estimator")
     p.add_argument("--gpu", help="GPU key: adds whether it fits, the largest micro-batch and the fewest GPUs")
+    p.add_argument("--adapter-dtype", choices=ADAPTER_DTYPES, default="float32",
+                   help="float32: peft's default (autocast_adapter_dtype=True) on a 16-bit model; base: the model's dtype")
+    p.add_argument("--no-kbit-prepare", action="store_true",
+                   help="QLoRA without peft's prepare_model_for_kbit_training (kept modules stay in 16 bits)")
     p.add_argument("--compare-methods", action="store_true",
                    help="full fine-tuning, LoRA and QLoRA side by side, with everything else as given")
 
 
 def run(args) -> int:
+    from dataclasses import replace
+
+    from ..budget import readings_of
     from ..training import (STRATEGIES, Layout, TrainingSetup, activation_model, compare_methods, fewest_gpus,
                             korthikanti_layer_bytes, largest_micro_batch, rule_of_thumb_bytes, rule_of_thumb_split,
                             training_memory)
@@ -57,7 +66,8 @@ def run(args) -> int:
     setup = TrainingSetup(method=args.method, precision=args.precision, optimizer=args.optimizer,
                           micro_batch=args.batch, sequence=args.sequence, checkpointing=args.checkpointing,
                           attention=args.attention, gradient_accumulation=args.accumulation,
-                          lora_rank=args.lora_rank, lora_targets=args.lora_targets, optimizer_impl=args.optimizer_impl)
+                          lora_rank=args.lora_rank, lora_targets=args.lora_targets, optimizer_impl=args.optimizer_impl,
+                          adapter_dtype=args.adapter_dtype, kbit_prepare=not args.no_kbit_prepare)
     layout = Layout(gpus=args.gpus, tensor=args.tensor, pipeline=args.pipeline, zero=args.zero,
                     offload_optimizer=args.offload_optimizer, offload_parameters=args.offload_params,
                     accounting=args.accounting)
@@ -70,12 +80,18 @@ def run(args) -> int:
               "rule_of_thumb_bytes": rule_of_thumb_bytes(model.summary.parameters),
               "setup": {k: v for k, v in setup.__dict__.items() if k != "device"},
               "layout": {**layout.__dict__, "data": layout.data}}
+    budget = budget_for(card)
+    readings = readings_of(memory, budget)
+    result.update(readings_json(readings))
     if card is not None:
-        result.update({"gpu": card.key, "gpu_memory_bytes": card.memory_bytes,
-                       "fits": memory.total_bytes <= card.memory_bytes,
-                       "largest_micro_batch": largest_micro_batch(model.summary, model.spec, card.memory_bytes,
-                                                                  setup, layout, traits),
-                       "fewest_gpus": [fewest_gpus(model.summary, model.spec, card.memory_bytes, strategy, setup,
+        tight = replace(budget, headroom_share=0.0)
+        result.update({"gpu": card.key, "gpu_memory_bytes": card.memory_bytes, "total_memory_bytes": card.total_bytes,
+                       "context_bytes": card.context_bytes,
+                       "largest_micro_batch": largest_micro_batch(model.summary, model.spec, budget, setup, layout,
+                                                                  traits),
+                       "largest_micro_batch_tight": largest_micro_batch(model.summary, model.spec, tight, setup,
+                                                                        layout, traits),
+                       "fewest_gpus": [fewest_gpus(model.summary, model.spec, budget, strategy, setup,
                                                    traits).to_json() for strategy in STRATEGIES]})
     result.update({
         "peak_components": memory.peak_components(),
@@ -88,7 +104,7 @@ def run(args) -> int:
                               "total_bytes": korthikanti.total_bytes}})
     if args.compare_methods:
         methods = compare_methods(model.summary, model.spec, setup, layout, traits,
-                                  capacity=card.memory_bytes if card is not None else None)
+                                  capacity=budget)
         result["methods"] = {method: compared.to_json() for method, compared in methods.items()}
     if args.json:
         print_json(result)
@@ -124,10 +140,10 @@ def run(args) -> int:
           f"the loss keeps {size(layer.loss_saved)} of float32 log-probabilities.")
     print("Korthikanti et al. (2022, eq. 1), a GPT layer in 16 bits: "
           f"34sbh + 5as^2b = {size(korthikanti.total_bytes)}, 34sbh = {size(korthikanti.linear_bytes)}.")
+    for line in readings_lines(readings, card, size):
+        print(line)
     if card is not None:
-        verdict = "fits" if result["fits"] else "does not fit"
-        print(f"On a {card.name} ({size(card.memory_bytes)}): {verdict}; largest micro-batch "
-              f"{result['largest_micro_batch']}.")
+        print(f"Largest micro-batch: {result['largest_micro_batch']} (tight: {result['largest_micro_batch_tight']}).")
         counts = [[c["strategy"], str(c["gpus"]) if c["gpus"] else "more than 4096"] for c in result["fewest_gpus"]]
         print(render_table(["strategy", "fewest GPUs"], counts))
     if args.compare_methods:
