@@ -209,6 +209,22 @@ WEIGHT_DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
 INT4_GROUP = 128  # w4a16 checkpoints (GPTQ, AWQ, compressed-tensors): a float16 scale per 128 inputs
 
 
+def serving_weights(dtype: str) -> str:
+    """The engine layout a precision of the case is served in: plain dtypes as they are, the
+    fp8 formats as float8, GPTQ and AWQ as int4 (both are w4a16 in vLLM). bitsandbytes and GGUF
+    formats are refused: the engines' layouts for them are not priced here."""
+    from .quantization import is_format, quant_format
+
+    if not is_format(dtype):
+        return dtype
+    fmt = quant_format(dtype)
+    if fmt.family == "float8":
+        return "float8"
+    if fmt.key in ("gptq-4bit", "awq-4bit"):
+        return "int4"
+    raise CalculatorError("serve_format", name=fmt.key, choices=", ".join(WEIGHT_DTYPES))
+
+
 def quantized_matrix_bytes(storage: str, parameters: float, out_features: float) -> float:
     """A linear layer's slice in vLLM's quantized layouts: float8 and int8 (w8a8) store one
     byte per weight and a float32 scale per output channel; int4 (w4a16) half a byte and a

@@ -21,8 +21,8 @@ from .parallel import check_degree, pipeline_split, tensor_parallel
 from .serving import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, MAX_TOKENS, MAX_USERS, SGLANG_START_BYTES, SGLANG_VERSION,
                       VLLM_UTILIZATION, VLLM_VERSION, check_count, check_engine, check_fraction, concurrency,
                       default_limits, kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
-                      max_sequences, non_torch_bytes, profile_peak, sequence_blocks, sglang_fraction,
-                      weights_per_gpu)
+                      max_sequences, non_torch_bytes, profile_peak, sequence_blocks, serving_weights,
+                      sglang_fraction, weights_per_gpu)
 
 MAX_GPUS = 4096
 MAX_OFFLOAD_GIB = 4096
@@ -171,6 +171,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     --max-model-len, by default the model's positions) served by `engine` on `gpus` cards of
     one kind, `tensor` of them per copy of the model (the others are replicas)."""
     engine = check_engine(engine)
+    dtype = serving_weights(dtype)
     spec = model.spec
     if spec is None or not spec.has_kv_cache or spec.kind != "decoder":
         raise CalculatorError("serve_no_decoder", model_type=getattr(spec, "model_type", "") or model.name[:40])

@@ -108,6 +108,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         icon=":material/dns:",
         anchors=("serving-memory", "published-logs", "concurrency", "how-many-gpus", "engine-settings",
                  "multi-gpu-inference"),
+        case=("model", "gpu", "dtype"),
+        defaults=Case(model="llama-3.1-8b", gpu="h100"),
     ),
     Chapter(
         slug="fine-tuning",

@@ -141,6 +141,15 @@ def test_memory_estimate_and_estimator_equal_the_cli():
         assert all(format_bytes(row["total_bytes"]) in text for row in data["rows"]), slug
 
 
+def test_serving_pool_equals_the_cli():
+    """A GPTQ case on the serving chapter: the engine's int4 layout, as `serve` prints it."""
+    at = open_page("serving", "en", model="llama-3.1-8b", gpu="h100", dtype="gptq-4bit")
+    data = json.loads(cli("serve", "llama-3.1-8b", "--gpu", "h100", "--dtype", "gptq-4bit", "--json").stdout)
+    assert data["dtype"] == "int4"
+    text = _page_text(at)
+    assert f"{data['kv_tokens']:,}" in text and format_bytes(data["weights_bytes_per_gpu"]) in text
+
+
 def test_every_case_name_is_in_the_url_contract():
     readme = (chapters.ROOT / "README.md").read_text(encoding="utf-8")
     for name in CASE_PARAMS:

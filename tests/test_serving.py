@@ -121,6 +121,25 @@ def test_bad_input_is_a_calculator_error(options, code):
     assert error.value.code == code
 
 
+@pytest.mark.parametrize("fmt,layout", [("gptq-4bit", "int4"), ("awq-4bit", "int4"), ("fp8-tensor", "float8"),
+                                        ("fp8-block128", "float8")])
+def test_the_case_formats_are_served_in_the_engines_layout(fmt, layout):
+    """A chapter's case may hold a quantization format: GPTQ and AWQ are vLLM's w4a16, the fp8
+    formats its float8 layout; the plan is then the plain layout's, to the byte."""
+    served = plan("llama-3.1-8b", context=4096, dtype=fmt)
+    assert served.dtype == layout
+    assert served.replica.weights_bytes_per_gpu == plan("llama-3.1-8b", context=4096, dtype=layout)\
+        .replica.weights_bytes_per_gpu
+
+
+@pytest.mark.parametrize("fmt", ["bnb-nf4", "bnb-int8", "Q4_K"])
+def test_formats_the_engines_lay_out_otherwise_are_refused_in_both_languages(fmt):
+    with pytest.raises(CalculatorError) as error:
+        plan("llama-3.1-8b", context=4096, dtype=fmt)
+    assert error.value.code == "serve_format"
+    assert fmt in error.value.message("en") and "GPTQ" in error.value.message("fr")
+
+
 def test_a_model_that_does_not_generate_is_refused():
     with pytest.raises(CalculatorError) as error:
         serve(catalog_model("bert-base-cased"), H100)

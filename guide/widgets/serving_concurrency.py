@@ -11,7 +11,7 @@ from calculator.serving_plan import serve
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.serving_inputs import kv_picker
 
 KEYS = ("svc_model", "svc_gpu", "svc_context", "svc_kv", "svc_prefix")
@@ -28,20 +28,20 @@ def lengths_up_to(limit: int, marked: int) -> list[int]:
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2 = st.columns(2)
-    model = model_picker(ctx, "svc_model", default="llama-3.1-8b", container=c1)
-    gpu = gpu_picker(ctx, "svc_gpu", default="h100", container=c2)
+    inputs = case_inputs(ctx, {"model": "svc_model", "gpu": "svc_gpu"})
+    model, gpu = inputs.model, inputs.card
     c3, c4, c5 = st.columns(3)
     context = tokens_input(ctx, "serving.context", "svc_context", 8192, container=c3)
     kv_dtype = kv_picker(ctx, "svc_kv", container=c4)
     prefix = tokens_input(ctx, "serving.shared_prefix", "svc_prefix", 0, low=0, container=c5)
     try:
-        plan = serve(model, gpu, kv_dtype=kv_dtype, context=context, shared_prefix=min(prefix, context),
-                     layouts=False)
+        plan = serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=context,
+                     shared_prefix=min(prefix, context), layouts=False)
         limit = model.spec.max_positions or context
         lengths = lengths_up_to(limit, context)
-        curve = [serve(model, gpu, kv_dtype=kv_dtype, context=t, layouts=False).replica.sequences for t in lengths]
-        shared = [serve(model, gpu, kv_dtype=kv_dtype, context=t, shared_prefix=min(prefix, t),
+        curve = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, layouts=False).replica.sequences
+                 for t in lengths]
+        shared = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, shared_prefix=min(prefix, t),
                         layouts=False).replica.sequences for t in lengths] if prefix else []
     except CalculatorError as error:
         st.error(error.message(lang))

@@ -11,20 +11,18 @@ from calculator.serving_commands import sglang_command, vllm_command
 from calculator.serving_plan import serve
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker, tokens_input
-from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, weights_picker
+from guide.widgets.common import case_inputs, tokens_input
+from guide.widgets.serving_inputs import WEIGHT_CHOICES, count_input, engine_picker, kv_picker
 
 KEYS = ("svg_model", "svg_gpu", "svg_dtype", "svg_kv", "svg_users", "svg_context", "svg_engine")
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3, c4 = st.columns(4)
-    model = model_picker(ctx, "svg_model", default="llama-3.1-70b", container=c1)
-    gpu = gpu_picker(ctx, "svg_gpu", default="h100", container=c2)
-    dtype = weights_picker(ctx, "svg_dtype", container=c3)
+    inputs = case_inputs(ctx, {"model": "svg_model", "gpu": "svg_gpu", "dtype": "svg_dtype"}, dtypes=WEIGHT_CHOICES)
+    model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
+    c4, c5, c6, c7 = st.columns(4)
     kv_dtype = kv_picker(ctx, "svg_kv", container=c4)
-    c5, c6, c7 = st.columns(3)
     users = count_input(ctx, "serving.users", "svg_users", 32, high=1_000_000, container=c5,
                         help_key="serving.users_help")
     context = tokens_input(ctx, "serving.context", "svg_context", 4096, container=c6)
@@ -53,11 +51,11 @@ def render(ctx: Context) -> None:
                      replicas=format_count(best.replicas, lang), users=format_count(users, lang),
                      tokens=format_count(context, lang),
                      spare=format_count(best.sequences_per_replica * best.replicas - users, lang)))
-    options = {"tensor": best.tensor, "replicas": best.replicas, "dtype": dtype, "kv_dtype": kv_dtype,
+    options = {"tensor": best.tensor, "replicas": best.replicas, "dtype": plan.dtype, "kv_dtype": kv_dtype,
                "context": context}
     command = vllm_command(model.load_id, **options) if engine == "vllm" else sglang_command(model.load_id, **options)
     st.code(command, language="bash", wrap_lines=True)
-    if dtype in ("int8", "int4"):
+    if plan.dtype in ("int8", "int4"):
         st.caption(ctx.t("serving.quantized_checkpoint"))
     share_box(ctx, KEYS)
 

@@ -10,11 +10,7 @@ from calculator.serving import ENGINES, KV_DTYPES, WEIGHT_DTYPES
 from guide.widgets import Context
 
 KV_CHOICES = tuple(k for k in KV_DTYPES if k != "float32")
-
-
-def weights_picker(ctx: Context, key: str, container=st) -> str:
-    return container.selectbox(ctx.t("serving.weights"), list(WEIGHT_DTYPES), index=WEIGHT_DTYPES.index("bfloat16"),
-                               key=key, bind="query-params", help=ctx.t("serving.weights_help"))
+WEIGHT_CHOICES = WEIGHT_DTYPES  # what a calculator of the chapter may set for itself (the case may hold a format)
 
 
 def kv_picker(ctx: Context, key: str, container=st) -> str:

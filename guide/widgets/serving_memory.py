@@ -11,8 +11,8 @@ from calculator.serving_plan import serve
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker
-from guide.widgets.serving_inputs import count_input, engine_picker, share_input, weights_picker
+from guide.widgets.common import case_inputs
+from guide.widgets.serving_inputs import WEIGHT_CHOICES, count_input, engine_picker, share_input
 
 KEYS = ("svm_model", "svm_gpu", "svm_dtype", "svm_engine", "svm_util", "svm_batched")
 COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "pool": "#9ecae1", "outside": "#dddddd"}
@@ -20,10 +20,8 @@ COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "p
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "svm_model", default="llama-3.1-8b", container=c1)
-    gpu = gpu_picker(ctx, "svm_gpu", default="h100", container=c2)
-    dtype = weights_picker(ctx, "svm_dtype", container=c3)
+    inputs = case_inputs(ctx, {"model": "svm_model", "gpu": "svm_gpu", "dtype": "svm_dtype"}, dtypes=WEIGHT_CHOICES)
+    model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
     c4, c5, c6 = st.columns(3)
     engine = engine_picker(ctx, "svm_engine", container=c4)
     utilization = share_input(ctx, "svm_util", container=c5)

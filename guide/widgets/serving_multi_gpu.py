@@ -11,21 +11,23 @@ from calculator.serving_commands import transformers_code
 from calculator.serving_plan import transformers_multi_gpu
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import dtype_picker, gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, tokens_input
 
 KEYS = ("svt_model", "svt_gpu", "svt_gpus", "svt_dtype", "svt_batch", "svt_context")
 GPU_COUNTS = (2, 4, 8)
+FLOATS = ("float32", "float16", "bfloat16")
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3 = st.columns(3)
-    model = model_picker(ctx, "svt_model", default="llama-3.1-70b", container=c1)
-    gpu = gpu_picker(ctx, "svt_gpu", default="a100-80gb", container=c2)
+    inputs = case_inputs(ctx, {"model": "svt_model", "gpu": "svt_gpu", "dtype": "svt_dtype"}, dtypes=FLOATS)
+    model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
+    if dtype not in FLOATS:  # transformers' own loading: a quantized checkpoint is another chapter's case
+        st.caption(ctx.t("serving.multi_dtype", dtype=dtype))
+        dtype = "bfloat16"
+    c3, c5, c6 = st.columns(3)
     gpus = c3.selectbox(ctx.t("serving.gpus"), list(GPU_COUNTS), index=GPU_COUNTS.index(4), key="svt_gpus",
                         bind="query-params")
-    c4, c5, c6 = st.columns(3)
-    dtype = dtype_picker(ctx, "svt_dtype", container=c4, options=("float32", "float16", "bfloat16"))
     batch = tokens_input(ctx, "oom.batch", "svt_batch", 1, high=4096, container=c5, step=1)
     context = tokens_input(ctx, "serving.context", "svt_context", 4096, container=c6)
     try:

@@ -11,7 +11,7 @@ from calculator.serving_commands import llamacpp_command, sglang_command, vllm_c
 from calculator.serving_plan import LLAMACPP_CACHE_TYPES, llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.common import gpu_picker, model_picker, tokens_input
+from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, share_input
 
 KEYS = ("sve_engine", "sve_model", "sve_gpu", "sve_context", "sve_kv", "sve_util", "sve_seqs", "sve_batched",
@@ -22,10 +22,10 @@ CACHE_TYPES = ("f16", "q8_0", "q4_0")
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    c1, c2, c3, c4 = st.columns(4)
+    inputs = case_inputs(ctx, {"model": "sve_model", "gpu": "sve_gpu"})
+    model, gpu = inputs.model, inputs.card
+    c1, c4 = st.columns(2)
     engine = engine_picker(ctx, "sve_engine", container=c1, choices=ENGINES)
-    model = model_picker(ctx, "sve_model", default="llama-3.1-8b", container=c2)
-    gpu = gpu_picker(ctx, "sve_gpu", default="rtx4090", container=c3)
     context = tokens_input(ctx, "serving.max_model_len", "sve_context", 8192, container=c4)
     server = engine != "llama.cpp"
     st.caption(ctx.t("serving.settings_engine_flags"))
@@ -48,7 +48,7 @@ def render(ctx: Context) -> None:
                               help=ctx.t("serving.cache_type_help"))
     try:
         if server:
-            _engine(ctx, engine, model, gpu, context, kv_dtype, utilization, seqs, batched, offload)
+            _engine(ctx, engine, model, gpu, inputs.dtype, context, kv_dtype, utilization, seqs, batched, offload)
         else:
             _llamacpp(ctx, model, context, slots, ngl, cache_type)
     except CalculatorError as error:
@@ -56,9 +56,9 @@ def render(ctx: Context) -> None:
     share_box(ctx, KEYS)
 
 
-def _engine(ctx, engine, model, gpu, context, kv_dtype, utilization, seqs, batched, offload) -> None:
+def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs, batched, offload) -> None:
     lang = ctx.lang
-    plan = serve(model, gpu, engine=engine, kv_dtype=kv_dtype, context=context, utilization=utilization,
+    plan = serve(model, gpu, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
                  max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload, layouts=False)
     r = plan.replica
     m1, m2, m3, m4 = st.columns(4)
@@ -73,10 +73,10 @@ def _engine(ctx, engine, model, gpu, context, kv_dtype, utilization, seqs, batch
         st.error(ctx.t("serving.none_fits", tokens=format_count(context, lang), gpu=gpu.name,
                        pool=format_count(r.kv_tokens, lang)))
     if engine == "vllm":
-        command = vllm_command(model.load_id, kv_dtype=kv_dtype, context=context, utilization=utilization,
+        command = vllm_command(model.load_id, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
                                max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload)
     else:
-        command = sglang_command(model.load_id, kv_dtype=kv_dtype, context=context, fraction=utilization,
+        command = sglang_command(model.load_id, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, fraction=utilization,
                                  max_running_requests=seqs, chunked_prefill=batched)
         if offload:
             command += f" --cpu-offload-gb {offload:g}"
