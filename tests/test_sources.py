@@ -110,3 +110,17 @@ ADDED_SECTIONS = {
 @pytest.mark.parametrize("slug", ADDED_SECTIONS)
 def test_added_sections_stay(slug, lang):
     assert set(ADDED_SECTIONS[slug]) <= set(sections(chapters.by_slug(slug), lang))
+
+
+# Every section ends with what to do: its last paragraphs name the action, in both languages.
+ACTION = {"en": re.compile(r"What to (?:do|try)"), "fr": re.compile(r"Que faire|Ce qu'il faut essayer|Et ensuite")}
+NO_ACTION = {("", "chapters"), ("", "slow")}  # the list of chapters; the triage list is itself the action
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("chapter", chapters.CHAPTERS, ids=IDS)
+def test_every_section_says_what_to_do(chapter, lang):
+    missing = [anchor for anchor, text in sections(chapter, lang).items()
+               if anchor not in ("", "further-reading") and (chapter.slug, anchor) not in NO_ACTION
+               and not ACTION[lang].search(text)]
+    assert not missing, f"{chapter.slug or 'home'} ({lang}): no 'what to do' in {missing}"
