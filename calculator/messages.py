@@ -18,9 +18,11 @@ CATALOG_DIR = Path(__file__).resolve().parent.parent / "content" / "ui"
 
 # What a language's typesetting does to a finished message (French: narrow no-break spaces
 # before : ; ! ? %, between a number and its unit...). The UI layer registers it
-# (guide/i18n.py registers guide.typography.french for "fr"); the CLI, which speaks English,
-# never does, so its output stays plain.
+# (guide/typography.py registers its `french` for "fr"); the CLI, which speaks English,
+# never does, so its output stays plain. Messages written into generated code (the
+# snippet.* strings, printed by the scripts readers paste) are left as they are.
 _FINISHERS: dict[str, Callable[[str], str]] = {}
+_UNFINISHED = ("snippet.",)
 
 
 def set_finisher(lang: str, finish: Callable[[str], str] | None) -> None:
@@ -65,4 +67,4 @@ def text(key: str, lang: str = DEFAULT_LANGUAGE, /, **params: object) -> str:
         template = catalog(DEFAULT_LANGUAGE).get(key, key)
     message = template.format(**params) if params else template
     finish = _FINISHERS.get(lang)
-    return finish(message) if finish else message
+    return finish(message) if finish and not key.startswith(_UNFINISHED) else message

@@ -48,7 +48,7 @@ _DECIMAL = re.compile(r"(?<![\w.,])(\d+)\.(\d+)(?=" + _SPACE + r"?(?:" + _UNIT +
 _NUMBER_UNIT = re.compile(r"(\d)" + _SPACE + "(" + _UNIT + ")")
 _PERCENT = re.compile(r"(\d)" + _SPACE + r"?%")
 # Punctuation is punctuation when it ends a word: "?lang=fr" and "a:b" are not touched.
-_ENDS = r"(?=\s|$|[*_)\]»”’.,])"
+_ENDS = r"(?=\s|$|[*_)\]»”’]|[.,](?!\w))"
 _SPACE_BEFORE = re.compile(r"[ \u00a0\u202f]+([;:!?])" + _ENDS)
 _SPACE_BEFORE_GUILLEMET = re.compile(r"[ \u00a0]+»")
 _MISSING_BEFORE = re.compile(r"(?<=[\w)\]*_”’…])([;:!?])" + _ENDS)

@@ -68,6 +68,12 @@ def test_urls_and_link_targets_are_untouched(url):
 
 def test_punctuation_inside_a_word_is_not_punctuation():
     assert french("Utilisez ?lang=fr ou a:b") == "Utilisez ?lang=fr ou a:b"
+    assert french("pic : {peak:.2f} Gio") == f"pic{N}: {{peak:.2f}} Gio"  # a format spec is not prose
+    assert french("Voilà: fini.") == f"Voilà{N}: fini."
+
+
+def test_messages_that_go_into_generated_code_are_left_alone():
+    assert N not in text("snippet.measured", "fr", predicted="3,2 Gio")
 
 
 def test_chapter_links_with_a_language_are_untouched():
