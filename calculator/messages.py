@@ -7,6 +7,7 @@ English; the guide picks the reader's language. Keys are dotted: "error.unknown_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 import tomllib
@@ -14,6 +15,22 @@ import tomllib
 LANGUAGES: tuple[str, ...] = ("en", "fr")
 DEFAULT_LANGUAGE = "en"
 CATALOG_DIR = Path(__file__).resolve().parent.parent / "content" / "ui"
+
+# What a language's typesetting does to a finished message (French: narrow no-break spaces
+# before : ; ! ? %, between a number and its unit...). The UI layer registers it
+# (guide/typography.py registers its `french` for "fr"); the CLI, which speaks English,
+# never does, so its output stays plain. Messages written into generated code (the
+# snippet.* strings, printed by the scripts readers paste) are left as they are.
+_FINISHERS: dict[str, Callable[[str], str]] = {}
+_UNFINISHED = ("snippet.",)
+
+
+def set_finisher(lang: str, finish: Callable[[str], str] | None) -> None:
+    """Apply `finish` to every message rendered in `lang` (None: stop doing so)."""
+    if finish is None:
+        _FINISHERS.pop(lang, None)
+    else:
+        _FINISHERS[lang] = finish
 
 
 def _flatten(table: dict, prefix: str = "") -> dict[str, str]:
@@ -48,4 +65,6 @@ def text(key: str, lang: str = DEFAULT_LANGUAGE, /, **params: object) -> str:
     template = catalog(lang).get(key)
     if template is None:
         template = catalog(DEFAULT_LANGUAGE).get(key, key)
-    return template.format(**params) if params else template
+    message = template.format(**params) if params else template
+    finish = _FINISHERS.get(lang)
+    return finish(message) if finish and not key.startswith(_UNFINISHED) else message

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from guide.case import Case
+from guide.typography import for_language
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT = ROOT / "content"
@@ -38,7 +39,8 @@ class Chapter:
         return CONTENT / lang / f"{self.content_name}.md"
 
     def title(self, lang: str) -> str:
-        return self.titles.get(lang) or self.titles["en"]
+        """The visible title, with the language's typography (French: « … ? » spacing)."""
+        return for_language(self.titles.get(lang) or self.titles["en"], lang)
 
 
 HOME = Chapter(

@@ -19,6 +19,7 @@ from guide.format import escape_markdown
 from calculator.messages import catalog, text
 from guide.i18n import LANGUAGE_NAMES, current_language, remember_language, t
 from guide.markdown import ChapterList, Heading, Text, WidgetSlot, localize_links, parse
+from guide.typography import for_language
 from guide.widgets import Context, render_widget
 
 # The front-end code lives in assets/ (DESIGN.md): the styles, and one HTML fragment per script.
@@ -63,7 +64,7 @@ def render_page(slug: str) -> None:
             anchor = block.anchor
             _heading(block, chapter, lang)
         elif isinstance(block, Text):
-            st.markdown(localize_links(block.markdown, lang, slugs, carried))
+            st.markdown(for_language(localize_links(block.markdown, lang, slugs, carried), lang))
         elif isinstance(block, WidgetSlot):
             render_widget(block.name, Context(lang=lang, slug=slug, anchor=anchor, case=case))
         elif isinstance(block, ChapterList):
@@ -104,7 +105,7 @@ def _frame(chapter: Chapter, lang: str, blocks) -> None:
         st.caption(t("frame.sections"))
         for block in blocks:
             if isinstance(block, Heading) and block.level == 2:
-                st.markdown(f"[{block.text}](#{block.anchor})")
+                st.markdown(f"[{for_language(block.text, lang)}](#{block.anchor})")
 
 
 def _language_switch(lang: str, blocks) -> None:
@@ -120,10 +121,11 @@ def _language_switch(lang: str, blocks) -> None:
 
 
 def _heading(block: Heading, chapter: Chapter, lang: str) -> None:
+    title = for_language(block.text, lang)
     if block.level <= 2:
-        st.header(block.text, anchor=block.anchor)
+        st.header(title, anchor=block.anchor)
     else:
-        st.subheader(block.text, anchor=block.anchor)
+        st.subheader(title, anchor=block.anchor)
     url = f"{st.context.url or ''}?{urlencode(section_query(lang))}#{block.anchor}"
     with st.popover(t("frame.section_link"), icon=":material/link:", type="tertiary"):
         st.caption(t("frame.section_link_help"))

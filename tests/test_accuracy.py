@@ -231,7 +231,7 @@ def test_section_filters_and_flags_missed_targets(lang, tmp_path, monkeypatch):
     assert list(rows.iloc[:, 8]) == ["✓", missed_text]
     assert missed_text in summary.iloc[1, 6] and "1" in summary.iloc[1, 6]
     assert rows.iloc[1, 7] == {"en": "−10.00%", "fr": "−10,00\u202f%"}[lang]
-    page = " ".join(m.value for m in at.markdown) + " ".join(i.value for i in at.info)
+    page = (" ".join(m.value for m in at.markdown) + " ".join(i.value for i in at.info)).replace("\u202f", " ")
     assert {"en": "Measured on the GPU", "fr": "Mesuré sur le GPU"}[lang] in page
     assert {"en": "500.00 MiB", "fr": "500,00 Mio"}[lang] in page  # the CUDA context, shown apart
     only_check = open_page("estimator", lang, acc_check="true")

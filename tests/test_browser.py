@@ -133,7 +133,7 @@ def test_an_unknown_page_says_so_in_the_readers_language(server, page):
     open_url(page, f"{server.url}/no-such-page%3Cb%3E?lang=fr")
     warning = page.locator("[data-testid='stAlertContentWarning']").first
     warning.wait_for()
-    assert "« no-such-page<b> »" in warning.inner_text()
+    assert "« no-such-page<b> »" in warning.inner_text().replace("\u202f", " ")  # French typography
     # Streamlit's English dialog is closed
     page.wait_for_function("() => !document.querySelector(\"[role='dialog']\")", timeout=10_000)
     assert page.locator("b", has_text="»").count() == 0  # the typed HTML stays text
@@ -143,6 +143,6 @@ def test_an_unknown_section_says_so_and_shows_the_top(server, page):
     open_url(page, f"{server.url}/slow-model?lang=fr#no-such-section")
     notice = page.locator(".guide-missing-section")
     notice.wait_for(timeout=10_000)
-    assert "« no-such-section »" in notice.inner_text()
+    assert "« no-such-section »" in notice.inner_text().replace("\u202f", " ")
     assert page.locator("h1").first.inner_text() == "Mon modèle est très lent"
     assert page.evaluate("() => document.querySelector('h1').getBoundingClientRect().top") >= 0  # at the top

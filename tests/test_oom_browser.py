@@ -30,5 +30,5 @@ def test_oom_a_shared_message_link_reproduces_the_reading(server, page):
     open_url(page, f"{server.url}/oom?lang=fr&om_text={quote(TORCH_2_4)}#oom-message")
     widget = page.locator(".st-key-widget-oom-message")
     widget.locator("text=Un autre processus").wait_for(timeout=20_000)
-    assert "9,21 Gio" in widget.inner_text()
+    assert "9,21 Gio" in widget.inner_text().replace("\u202f", " ")
     assert heading_in_view(page, "oom-message")

@@ -26,9 +26,10 @@ def test_previous_home_next_follow_the_registry(chapter):
     at = open_page(chapter.slug, "fr")
     footer = [(link.proto.label, link.proto.query_string) for link in at.main.get("page_link")]
     index = chapters.CHAPTERS.index(chapter)
-    expected = [f"Précédent : {chapters.CHAPTERS[index - 1].title('fr')}", "Accueil"]
+    # French typography (guide/typography.py): a narrow no-break space before the colon
+    expected = [f"Précédent\u202f: {chapters.CHAPTERS[index - 1].title('fr')}", "Accueil"]
     if index + 1 < len(chapters.CHAPTERS):
-        expected.append(f"Suivant : {chapters.CHAPTERS[index + 1].title('fr')}")
+        expected.append(f"Suivant\u202f: {chapters.CHAPTERS[index + 1].title('fr')}")
     assert [label for label, _ in footer] == expected
     every_link = list(at.main.get("page_link")) + list(at.sidebar.get("page_link"))
     assert {link.proto.query_string for link in every_link} == {"lang=fr"}
@@ -45,7 +46,7 @@ def test_language_comes_from_the_browser_without_lang():
 def test_unknown_language_falls_back_and_says_so():
     at = open_page("", lang="xx", locale="fr-FR")
     assert at.title[0].value == chapters.HOME.title("fr")
-    assert "« xx »" in at.warning[0].value
+    assert "«\u202fxx\u202f»" in at.warning[0].value
 
 
 def test_section_links_carry_language_and_anchor():
