@@ -12,7 +12,7 @@ import streamlit as st
 
 from calculator import catalog
 from calculator.errors import CalculatorError
-from calculator.model import Model, catalog_model, resolve, resolve_upload
+from calculator.model import MAX_UPLOAD_BYTES, Model, catalog_model, resolve, resolve_upload
 from guide.case import (CASE_PARAMS, CHOICES, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices, parse_value,
                         read_case, url_text)
 from guide.format import escape_markdown, format_bytes
@@ -128,7 +128,7 @@ def _resolve(case: Case, defaults: Case, upload) -> tuple[Model, CalculatorError
     seam. When it cannot be read, the chapter's default model stands in and the error is kept."""
     try:
         if upload is not None:
-            raw = upload.getvalue()[: 2**20 + 1]
+            raw = upload.getvalue()[: MAX_UPLOAD_BYTES + 1]
             return resolve_upload(raw, upload.name, upload.size, progress=_spinner), None, upload.name
         return resolve(case.model, read_headers=True, hub_id=catalog.find(case.model) is None,
                        progress=_spinner), None, ""

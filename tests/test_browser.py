@@ -75,7 +75,7 @@ def test_language_switch_keeps_page_section_and_values(server, page):
 
 def test_a_link_to_another_chapter_lands_on_its_section(server, page):
     open_url(page, f"{server.url}/?lang=fr")
-    page.get_by_role("link", name="traiter plusieurs échantillons à la fois").click()
+    page.get_by_role("link", name="traitez-en plusieurs ensemble").click()
     page.wait_for_url(re.compile(r"/slow-model\?lang=fr#batch-size"))
     wait_for_page(page)
     assert heading_in_view(page, "batch-size")
@@ -83,7 +83,7 @@ def test_a_link_to_another_chapter_lands_on_its_section(server, page):
 
 def test_a_link_between_chapters_lands_on_its_section_in_the_same_language(server, page):
     open_url(page, f"{server.url}/fine-tuning?lang=fr#activations")
-    click_chapter_link(page.get_by_role("link", name="comment tester d'abord avec votre batch le plus long"))
+    click_chapter_link(page.get_by_role("link", name="testez d'abord avec votre batch le plus long"))
     page.wait_for_url(re.compile(r"/oom\?lang=fr#dummy-data-test"))
     wait_for_title(page, chapters.by_slug("oom").title("fr"))
     assert heading_in_view(page, "dummy-data-test")
@@ -104,12 +104,12 @@ def test_a_widget_interaction_updates_the_figure_and_the_url(server, page):
     open_url(page, f"{server.url}/?lang=en")
     wait_for_widget_text(page, "quick-check", "14.96 GiB")
     started = time.perf_counter()
-    page.locator(".st-key-widget-quick-check [data-testid='stSelectbox']", has_text="Precision").click()
+    page.locator(".st-key-case_dtype [data-testid='stSelectbox']").click()  # the page's case
     page.get_by_role("option", name="int4", exact=True).click()
     wait_for_widget_text(page, "quick-check", "3.74 GiB")
     assert time.perf_counter() - started < 10
     assert "14.96 GiB" not in widget_text(page, "quick-check")
-    assert "qc_dtype=int4" in page.url
+    assert "dtype=int4" in page.url
 
 
 def test_a_shared_calculator_url_reproduces_the_result(server, browser, page):

@@ -1,6 +1,6 @@
-"""The estimator in a real browser (Debian's chromium): catalog search as you type, a Hub id
-read from the local server that plays the Hub, a config.json uploaded through the file
-picker, and a shared link that reopens the same estimate."""
+"""The estimator in a real browser (Debian's chromium): the page's case bar searches the catalog
+as you type, takes a Hub id read from the local server that plays the Hub and a config.json
+uploaded through its file picker; a shared link reopens the same estimate."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tests.conftest import CONFIGS, load_test_config
 
 pytestmark = pytest.mark.browser
 WIDGET = ".st-key-widget-estimator"
+BAR = ".st-key-case-bar"
 VIEWPORT_HEIGHT = 1000  # the tab of these tests (tests/conftest.py)
 
 
@@ -36,18 +37,31 @@ def server(fake_hub, tmp_path_factory):
 
 
 def exported_table(page) -> str:
-    """The markdown export (the table as shown), read from the page."""
+    """The markdown export (the table as shown), read from the page: the widget's last expander
+    (the first one holds the calculator's own changes to the case)."""
     widget = page.locator(WIDGET)
-    if widget.locator("[data-testid='stExpander'] details").get_attribute("open") is None:
-        widget.locator("[data-testid='stExpander'] summary").click()
-    code = widget.locator("[data-testid='stExpander'] code")
+    export = widget.locator("[data-testid='stExpander']").last
+    if export.locator("details").get_attribute("open") is None:
+        export.locator("summary").click()
+    code = export.locator("code")
     code.wait_for()
     return code.inner_text()
 
 
-def wait_for_widget_text(page, text: str, timeout: float = 30_000) -> None:
+def wait_for_widget_text(page, text: str, timeout: float = 30_000, where: str = WIDGET) -> None:
     page.wait_for_function("([sel, t]) => { const w = document.querySelector(sel); return !!w && w.innerText.includes(t); }",
-                           arg=[WIDGET, text], timeout=timeout)
+                           arg=[where, text], timeout=timeout)
+
+
+def type_model(page, text: str) -> None:
+    """Type into the case bar's model box (a catalog search that also takes a Hub id)."""
+    page.locator(f"{BAR} [data-testid='stSelectbox']").first.click()
+    page.keyboard.type(text)
+
+
+def upload(page, path) -> None:
+    page.locator(f"{BAR} [data-testid='stPopover'] button").first.click()
+    page.locator("[data-testid='stPopoverBody'] [data-testid='stFileUploaderDropzoneInput']").set_input_files(str(path))
 
 
 def test_a_shared_estimator_url_reopens_the_estimate(server, browser, page):
@@ -71,44 +85,42 @@ def test_a_shared_estimator_url_reopens_the_estimate(server, browser, page):
 
 def test_catalog_search_as_you_type(server, page):
     open_url(page, f"{server.url}/estimator?lang=en")
-    box = page.locator(f"{WIDGET} [data-testid='stSelectbox']", has_text="catalog")
-    box.click()
-    page.keyboard.type("405")
+    type_model(page, "405")
     page.get_by_role("option", name="meta-llama/Llama-3.1-405B").click()
     wait_for_widget_text(page, "405,853,388,800")
-    assert "es_model=meta-llama%2FLlama-3.1-405B" in page.url
+    assert "model=llama-3.1-405b" in page.url
 
 
 def test_a_hub_id_typed_in_the_browser(server, fake_hub, page):
     open_url(page, f"{server.url}/estimator?lang=en")
-    field = page.locator(f"{WIDGET} [data-testid='stTextInput'] input")
-    field.fill("someone/tiny-llama")
-    field.press("Enter")
+    type_model(page, "someone/tiny-llama")
+    page.keyboard.press("Enter")
     wait_for_widget_text(page, "built from its config.json on the Hub")
-    assert "es_hub=someone%2Ftiny-llama" in page.url
+    assert "model=someone%2Ftiny-llama" in page.url
     assert any("/someone/tiny-llama/resolve/main/config.json" in r for r in fake_hub.requests)
-    field.fill("../etc/passwd")
-    field.press("Enter")
-    wait_for_widget_text(page, "is not a valid Hub id")
+    type_model(page, "../etc/passwd")
+    page.keyboard.press("Enter")
+    wait_for_widget_text(page, "is not a valid Hub id", where=BAR)
 
 
 def test_uploading_a_config_in_the_browser(server, page):
     open_url(page, f"{server.url}/estimator?lang=fr&es_dtypes=float32")
-    page.locator(f"{WIDGET} [data-testid='stFileUploaderDropzoneInput']").set_input_files(str(CONFIGS / "tiny-llama.json"))
-    wait_for_widget_text(page, "Chiffres pour votre fichier")
+    upload(page, CONFIGS / "tiny-llama.json")
+    page.keyboard.press("Escape")
+    wait_for_widget_text(page, "Chiffres pour votre fichier", timeout=60_000)  # the first upload imports torch
     exported_table(page)
-    page.wait_for_function(  # the export follows the upload (the first upload imports torch: slow)
+    page.wait_for_function(  # the export follows the upload
         "(sel) => [...document.querySelectorAll(sel + ' [data-testid=\"stExpander\"] code')]"
         ".some(c => c.innerText.includes('tiny-llama.json'))", arg=WIDGET, timeout=60_000)
     shown = exported_table(page)
     assert "tiny-llama.json" in shown and re.search(r"\| float32 \| .* Kio \(", shown)
     page.locator(f"{WIDGET} [data-testid='stPopover'] button").click()
-    assert "ne peut pas voyager dans un lien" in page.locator("[data-testid='stPopoverBody']").inner_text()
+    assert "ne peut pas voyager dans un lien" in page.locator("[data-testid='stPopoverBody']").last.inner_text()
 
 
 def test_a_bad_upload_is_refused_in_the_browser(server, page, tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text("[1, 2, 3]")
     open_url(page, f"{server.url}/estimator?lang=en")
-    page.locator(f"{WIDGET} [data-testid='stFileUploaderDropzoneInput']").set_input_files(str(bad))
-    wait_for_widget_text(page, "holds a JSON list, not an object")
+    upload(page, bad)
+    wait_for_widget_text(page, "holds a JSON list, not an object", where=BAR)

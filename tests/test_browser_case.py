@@ -1,0 +1,163 @@
+"""The chapter's case in a real browser (issue 15): a link carrying a whole case opens the page
+on it and lands on its section, previous and next keep it, a parameter equal to its default
+keeps the section, a Hub id typed into a chapter calculator is counted through the local test
+Hub, and French pages show none of Streamlit's English strings."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from guide import chapters
+from tests.browser import GuideServer, heading_in_view, open_url, wait_for_page, wait_for_title
+from tests.conftest import load_test_config
+
+pytestmark = pytest.mark.browser
+LANGS = ("en", "fr")
+WITH_CASE = [c for c in chapters.CHAPTERS if c.case]
+# One case that differs from every chapter's defaults in each field it can set.
+CASE = {"model": "mistral-7b-v0.1", "gpu": "a100-40gb", "dtype": "float16", "batch": "3", "prompt": "700",
+        "new_tokens": "90", "sequence": "1536", "method": "qlora", "precision": "bfloat16", "optimizer": "sgd",
+        "checkpointing": "none"}
+# Streamlit's own English strings a French page must not show (assets/frame.html relabels them).
+ENGLISH = ("Drag and drop", "Browse files", "Upload", "per file", "No results", "Choose an option",
+           "Press Enter to apply", "Add an option")
+
+
+@pytest.fixture(scope="module")
+def fake_hub():
+    from tests.hub_server import FakeHub
+
+    hub = FakeHub()
+    hub.start()
+    hub.add("someone/tiny-llama", {"config.json": load_test_config("tiny-llama")})
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture(scope="module")
+def server(fake_hub, tmp_path_factory):
+    guide = GuideServer({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": fake_hub.url,
+                         "HF_HOME": str(tmp_path_factory.mktemp("hf-home"))}).wait()
+    yield guide
+    guide.stop()
+
+
+def case_link(server, chapter, lang: str, anchor: str) -> str:
+    query = "&".join(f"{name}={CASE[name]}" for name in chapter.case)
+    return f"{server.url}/{chapter.slug}?lang={lang}&{query}#{anchor}"
+
+
+def query_of(url: str) -> dict[str, list[str]]:
+    return parse_qs(urlparse(url).query)
+
+
+def bar_text(page) -> str:
+    return page.locator(".st-key-case-bar").inner_text()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("chapter", WITH_CASE, ids=lambda c: c.slug or "home")
+def test_a_case_link_lands_on_its_section_with_the_case(server, page, chapter, lang):
+    anchor = chapter.anchors[-1]
+    open_url(page, case_link(server, chapter, lang, anchor))
+    assert heading_in_view(page, anchor), f"{chapter.slug}#{anchor} ({lang})"
+    assert urlparse(page.url).fragment == anchor
+    query = query_of(page.url)
+    assert all(query.get(name) == [CASE[name]] for name in chapter.case), page.url
+    shown = bar_text(page)
+    if "gpu" in chapter.case:
+        assert "A100 40GB" in shown
+    if "model" in chapter.case:
+        assert "Mistral-7B" in shown
+    for name in ("batch", "prompt", "new_tokens", "sequence"):
+        if name in chapter.case:
+            value = page.locator(f".st-key-case_{name} input").input_value()
+            assert value == CASE[name], name
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_previous_and_next_keep_the_case(server, page, lang):
+    slug = "slow-model"
+    open_url(page, f"{server.url}/{slug}?lang={lang}&model=mistral-7b-v0.1&gpu=a100-40gb&batch=3")
+    labels = {"en": ("Next", "Previous"), "fr": ("Suivant", "Précédent")}[lang]
+    index = [c.slug for c in chapters.CHAPTERS].index(slug)
+    for label, target in ((labels[0], chapters.CHAPTERS[index + 1]), (labels[1], chapters.CHAPTERS[index])):
+        page.locator("a[data-testid='stPageLink-NavLink']", has_text=label).click()
+        page.wait_for_url(re.compile(rf"/{target.slug}\?"))
+        wait_for_page(page)
+        wait_for_title(page, target.title(lang))
+        query = query_of(page.url)
+        assert query["lang"] == [lang] and query["model"] == ["mistral-7b-v0.1"] and query["gpu"] == ["a100-40gb"]
+        assert "A100 40GB" in bar_text(page) and "Mistral-7B" in bar_text(page)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("chapter", WITH_CASE, ids=lambda c: c.slug or "home")
+def test_a_parameter_equal_to_its_default_keeps_the_section(server, page, chapter, lang):
+    """The case's own default written in the link (Streamlit drops a bound widget's default
+    from the URL; the section must stay)."""
+    anchor = chapter.anchors[-1]
+    name = chapter.case[-1]
+    default = chapter.defaults.value(name)
+    open_url(page, f"{server.url}/{chapter.slug}?lang={lang}&{name}={default}#{anchor}")
+    assert heading_in_view(page, anchor), f"{chapter.slug}?{name}={default}#{anchor}"
+    assert urlparse(page.url).fragment == anchor
+
+
+def test_the_dummy_data_default_batch_keeps_the_section(server, page):
+    """The link from the issue: dd_batch=8 is that calculator's own default."""
+    open_url(page, f"{server.url}/oom?lang=en&dd_batch=8#batch-size")
+    assert heading_in_view(page, "batch-size")
+    assert urlparse(page.url).fragment == "batch-size"
+
+
+def test_a_hub_id_typed_in_a_chapter_calculator_is_counted(server, fake_hub, page):
+    """On the oom page, the context calculator's own model: a Hub id typed into its picker is
+    read from the local test Hub and goes into the link under the calculator's key."""
+    open_url(page, f"{server.url}/oom?lang=en#context-length")
+    widget = page.locator(".st-key-widget-context-memory")
+    widget.locator("[data-testid='stExpander'] summary").click()
+    box = widget.locator("[data-testid='stSelectbox']").first
+    box.click()
+    page.keyboard.type("someone/tiny-llama")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => location.search.includes('cm_model=someone%2Ftiny-llama')", timeout=60_000)
+    wait_for_page(page)
+    assert any("/someone/tiny-llama/resolve/main/config.json" in r for r in fake_hub.requests)
+    assert "someone/tiny-llama" in widget.inner_text()
+    assert not page.locator("[data-testid='stException']").count()
+
+
+def test_a_hub_id_typed_in_the_case_bar_sets_the_whole_page(server, fake_hub, page):
+    open_url(page, f"{server.url}/slow-model?lang=fr")
+    page.locator(".st-key-case_model [data-testid='stSelectbox']").click()
+    page.keyboard.type("someone/tiny-llama")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => location.search.includes('model=someone%2Ftiny-llama')", timeout=60_000)
+    wait_for_page(page)
+    assert "someone/tiny-llama" in bar_text(page)
+    assert not page.locator("[data-testid='stException']").count()
+
+
+@pytest.mark.parametrize("chapter", chapters.CHAPTERS, ids=lambda c: c.slug or "home")
+def test_french_pages_show_no_english_from_streamlit(server, page, chapter):
+    open_url(page, f"{server.url}/{chapter.slug}?lang=fr")
+    if chapter.case and "model" in chapter.case:  # the upload popover and an empty search
+        page.locator(".st-key-case-bar [data-testid='stPopover'] button").first.click()
+        page.keyboard.press("Escape")
+    text = page.locator("[data-testid='stMain']").inner_text()
+    found = [word for word in ENGLISH if word in text]
+    assert not found, f"{chapter.slug or 'home'}: {found}"
+
+
+def test_an_empty_model_search_answers_in_french(server, page):
+    open_url(page, f"{server.url}/oom?lang=fr")
+    page.locator(".st-key-case_model [data-testid='stSelectbox']").click()
+    page.keyboard.type("zzzz-nothing")
+    listing = page.locator("[data-testid='stSelectboxVirtualDropdown'], [role='listbox']").first
+    listing.wait_for()
+    shown = listing.inner_text()
+    assert "No results" not in shown and "Add an option" not in shown, shown
