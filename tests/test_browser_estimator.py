@@ -106,7 +106,6 @@ def test_a_hub_id_typed_in_the_browser(server, fake_hub, page):
 def test_uploading_a_config_in_the_browser(server, page):
     open_url(page, f"{server.url}/estimator?lang=fr&es_dtypes=float32")
     upload(page, CONFIGS / "tiny-llama.json")
-    page.keyboard.press("Escape")
     wait_for_widget_text(page, "Chiffres pour votre fichier", timeout=60_000)  # the first upload imports torch
     exported_table(page)
     page.wait_for_function(  # the export follows the upload
