@@ -56,6 +56,7 @@ def wait_for_widget_text(page, text: str, timeout: float = 30_000, where: str = 
 def type_model(page, text: str) -> None:
     """Type into the case bar's model box (a catalog search that also takes a Hub id)."""
     page.locator(f"{BAR} [data-testid='stSelectbox']").first.click()
+    page.keyboard.press("Control+A")  # replace what the box holds
     page.keyboard.type(text)
 
 
@@ -95,7 +96,7 @@ def test_a_hub_id_typed_in_the_browser(server, fake_hub, page):
     open_url(page, f"{server.url}/estimator?lang=en")
     type_model(page, "someone/tiny-llama")
     page.keyboard.press("Enter")
-    wait_for_widget_text(page, "built from its config.json on the Hub")
+    wait_for_widget_text(page, "built from its config.json on the Hub", timeout=90_000)  # imports torch once
     assert "model=someone%2Ftiny-llama" in page.url
     assert any("/someone/tiny-llama/resolve/main/config.json" in r for r in fake_hub.requests)
     type_model(page, "../etc/passwd")

@@ -76,6 +76,21 @@ def test_bad_case_values_are_refused_and_the_chapter_draws(lang):
     assert at.main.get("page_link"), "the chapter drew to its footer"
 
 
+@pytest.mark.parametrize("chapter", [c for c in WITH_CASE if "model" in c.case], ids=lambda c: c.slug or "home")
+def test_a_small_hub_model_runs_in_every_chapter(hub, chapter):
+    """Any model, everywhere: a 3-layer model of 256 positions read from the (local) Hub, whose
+    positions are shorter than every chapter's default lengths. Each calculator answers or says
+    why in the reader's language; none stops the page."""
+    from tests.conftest import load_test_config
+
+    hub.add("someone/tiny-llama", {"config.json": load_test_config("tiny-llama")})
+    at = open_page(chapter.slug, "fr", model="someone/tiny-llama")
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.main.get("page_link"), "the chapter drew to its footer"
+    assert at.selectbox(key="case_model").value == "someone/tiny-llama"
+    assert not any("someone" in e.value for e in at.error), "the model was read"
+
+
 def test_a_hub_model_that_cannot_be_read_leaves_the_default_and_says_so():
     at = open_page("oom", "fr", model="someone/unreachable")
     errors = [e.value for e in at.error]

@@ -96,12 +96,27 @@ def render_widget(name: str, ctx: Context) -> None:
         notice = st.empty()
         sent = {p.key: st.query_params.get_all(p.key) for p in widget.params}
         forms = {p.key: p.form for p in widget.params}
-        st.fragment(widget.render)(ctx)
+        st.fragment(_guarded(widget.render))(ctx)
         refused = [(key, raw) for key, raw in sent.items() if raw and not _url_value_taken(key, raw, forms[key])]
         if refused:
             notice.warning(" ".join(
                 ctx.t("frame.bad_url_value", param=escape_markdown(key, 40), value=escape_markdown(", ".join(raw), 60))
                 for key, raw in refused))
+
+
+def _guarded(render: Callable[[Context], None]) -> Callable[[Context], None]:
+    """A widget whose inputs the engine refuses (a context past the model's positions, a model
+    it cannot price) says why in the reader's language, instead of stopping the page."""
+    def run(ctx: Context) -> None:
+        from calculator.errors import CalculatorError
+
+        try:
+            render(ctx)
+        except CalculatorError as error:
+            show_error(ctx, error)
+            share_box(ctx)
+
+    return run
 
 
 def _url_value_taken(key: str, raw: list[str], form: Callable[[object], str] = str) -> bool:
