@@ -9,6 +9,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from calculator.budget import Budget
 from calculator.estimate import fit_verdict, rows_for
 from calculator.gpus import gpus
 from calculator.model import Model
@@ -115,7 +116,7 @@ def _fit(ctx: Context, rows, cards) -> None:
     for row in rows:
         line = {ctx.t("estimate_table.col_dtype"): row.dtype}
         for card in cards:
-            verdict = fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, card.memory_bytes)
+            verdict = fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, Budget(card))
             line[card.name] = ctx.t(f"estimator.fit_{verdict}")
         fits.append(line)
     st.dataframe(fits, hide_index=True, key="es_fits")

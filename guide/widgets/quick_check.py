@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.budget import Budget
 from calculator.estimate import fit_verdict
 from calculator.precision import bytes_per_param, rule_of_thumb_bytes
 from guide.format import format_billions, format_bytes
@@ -20,7 +21,7 @@ def render(ctx: Context) -> None:
     card = gpu_picker(ctx, "qc_gpu", container=col3)
     exact = summary.total_bytes_at(dtype)
     rule = rule_of_thumb_bytes(summary.parameters, dtype)
-    verdict = fit_verdict(exact, rule, card.memory_bytes)
+    verdict = fit_verdict(exact, rule, Budget(card))
     lang = ctx.lang
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("quick_check.rule"), format_bytes(rule, lang))
