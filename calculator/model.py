@@ -48,6 +48,7 @@ HEADER_REASONS = ("remote_code", "unknown_type", "quantized", "no_config")
 # The page's server refuses uploads over 1 MB (.streamlit/config.toml); checked here too.
 MAX_UPLOAD_BYTES = min(MAX_CONFIG_BYTES, 2**20)
 HUB_CACHE_SECONDS = 300
+MAX_NAME_CHARS = 1024
 COUNT_CACHE_ENTRIES = 32
 COUNT_CACHE_BYTES = 32 * 2**20  # configs (an upload is at most 1 MiB) and their counts
 HUB_CACHE_ENTRIES = 96
@@ -91,13 +92,24 @@ def source_of(name: str, allow_local: bool) -> str:
     if not isinstance(name, str) or not name.strip():
         raise CalculatorError("model_not_found", name="")
     name = name.strip()
-    if allow_local and Path(name).expanduser().exists():
+    if len(name) > MAX_NAME_CHARS:  # no path, catalog name or Hub id is this long
+        raise CalculatorError("model_not_found", name=name[:80])
+    if allow_local and _is_path(name):
         return "local"
     if catalog.find(name) is not None:
         return "catalog"
     if is_hub_id(name):
         return "hub"
     raise CalculatorError("model_not_found", name=name[:80])
+
+
+def _is_path(name: str) -> bool:
+    """Whether a name is an existing path; a name no file system can hold (too long, an
+    unknown ~user, a NUL byte) is not one."""
+    try:
+        return Path(name).expanduser().exists()
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 def resolve(name: str, model_class: str = "auto", *, allow_local: bool = False, trust_remote_code: bool = False,
