@@ -14,7 +14,8 @@ from guide.chapters import Chapter
 from guide.format import escape_markdown
 from guide.i18n import LANGUAGE_NAMES, current_language, remember_language, t
 from guide.markdown import ChapterList, Heading, Text, WidgetSlot, localize_links, parse
-from guide.widgets import Context, render_widget
+from guide.url_values import dropped, refuse_bad_values
+from guide.widgets import Context, registry, render_widget
 
 # The front-end code lives in assets/ (DESIGN.md): the styles, and one HTML fragment per script.
 # What a script needs from Python (a localized message, a selector) is written into data-
@@ -38,6 +39,7 @@ def _blocks(path: Path):
 
 
 def render_page(slug: str) -> None:
+    refused = refuse_bad_values()  # before any widget: values Streamlit cannot read never reach it
     chapter = chapters.by_slug(slug)
     lang = current_language()
     unknown = remember_language(lang)
@@ -46,6 +48,14 @@ def render_page(slug: str) -> None:
     _frame(chapter, lang, blocks)
     if unknown is not None:
         st.warning(t("frame.unknown_language", asked=escape_markdown(unknown, 20)))
+    # A refused value of a widget's own parameter is reported by that widget; the others
+    # (the chapter's case, a parameter of another chapter's widget) here.
+    shown_by_widgets = {p.key for b in blocks if isinstance(b, WidgetSlot) and b.name in registry()
+                        for p in registry()[b.name].params}
+    elsewhere = [(key, raw) for key, raw in refused.items() if key not in shown_by_widgets]
+    if elsewhere:
+        st.warning(" ".join(t("frame.bad_url_value", param=escape_markdown(key, 40),
+                              value=escape_markdown(", ".join(raw), 60)) for key, raw in elsewhere))
     missing_page = st.session_state.get("unknown_page") if not slug else None
     if missing_page:
         st.warning(t("frame.unknown_page", page=escape_markdown(missing_page, 60)))
@@ -67,7 +77,11 @@ def render_page(slug: str) -> None:
 
 def _frame(chapter: Chapter, lang: str, blocks) -> None:
     st.html(STYLE)
-    data = f'<div hidden data-guide-missing-section="{html.escape(t("frame.unknown_section"))}"></div>'
+    # What the script needs: the notice for a missing section, the page's language (for
+    # <html lang>: screen readers, translation prompts) and the link's refused parameters
+    # (taken out of the address bar, keeping its #section).
+    data = (f'<div hidden data-guide-missing-section="{html.escape(t("frame.unknown_section"))}" '
+            f'data-guide-lang="{html.escape(lang)}" data-guide-drop-params="{html.escape(dropped())}"></div>')
     st.html(data + _asset(FRAME_SCRIPT), unsafe_allow_javascript=True)
     with st.sidebar:
         st.markdown(f"**{t('frame.guide_title')}**")

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from calculator.messages import text
+from guide import url_values
 from guide.chapters import CHAPTERS
 from guide.format import escape_markdown
 from guide.markdown import localize_links
@@ -80,7 +81,7 @@ def render_widget(name: str, ctx: Context) -> None:
         raise KeyError(f"no widget named {name!r}")
     with st.container(border=True, key=f"widget-{name}"):
         notice = st.empty()
-        sent = {p.key: st.query_params.get_all(p.key) for p in widget.params}
+        sent = {p.key: url_values.sent(p.key) for p in widget.params}  # refused values included
         st.fragment(widget.render)(ctx)
         refused = [(key, raw) for key, raw in sent.items() if raw and not _url_value_taken(key, raw)]
         if refused:
