@@ -77,11 +77,11 @@ def render_page(slug: str) -> None:
 
 def _frame(chapter: Chapter, lang: str, blocks) -> None:
     st.html(STYLE)
-    # What the script needs: the notice for a missing section, the page's language (for
-    # <html lang>: screen readers, translation prompts) and the link's refused parameters
+    # What the script needs: the notice for a missing section, the page's language (the
+    # document's lang: screen readers, translation prompts) and the link's refused parameters
     # (taken out of the address bar, keeping its #section).
     data = (f'<div hidden data-guide-missing-section="{html.escape(t("frame.unknown_section"))}" '
-            f'data-guide-lang="{html.escape(lang)}" data-guide-drop-params="{html.escape(dropped())}"></div>')
+            f'data-guide-page-lang="{html.escape(lang)}" data-guide-drop-params="{html.escape(dropped())}"></div>')
     st.html(data + _asset(FRAME_SCRIPT), unsafe_allow_javascript=True)
     with st.sidebar:
         st.markdown(f"**{t('frame.guide_title')}**")

@@ -5,8 +5,8 @@ the widget is being drawn; `inf`, `-inf`, `1e309` or a 400-digit integer in a nu
 raise inside its deserializer, and the page stops there with a generic English error. So the
 page's first step, before any widget (guide/render.render_page), is `refuse_bad_values()`:
 it checks the values of every parameter a widget declares (guide.widgets.registry()) and of
-the chapter case's parameters (model, gpu, dtype as text; batch, prompt, new_tokens,
-sequence as whole numbers), and takes the ones a calculator cannot use out of the
+the chapter case's parameters (batch, prompt, new_tokens, sequence as numbers; model, gpu,
+dtype as short printable names), and takes the ones a calculator cannot use out of the
 parameters Streamlit seeds from. The widget then starts from its default, and the reader is
 told with the notice the page already gives for values Streamlit drops (frame.bad_url_value):
 by the widget that declares the parameter, or at the top of the page for the case's.
@@ -36,23 +36,26 @@ _STATE_KEY = "_guide_url_refused"
 
 @lru_cache(maxsize=1)
 def parameter_kinds() -> dict[str, str]:
-    """Every parameter a link can carry: "number" or "text". A widget's parameter is a number
-    when its declared example is one (tests/test_url_values.py checks that against the
-    widget each parameter really is)."""
+    """Every parameter a link can carry: "number", "text" (the case's names: a catalog model,
+    a Hub id, a GPU, a dtype) or "free" (a widget's own text, such as a pasted error message:
+    Streamlit takes any string). A widget's parameter is a number when its declared example
+    is one (tests/test_url_values.py checks that against the widget each parameter is)."""
     from guide.widgets import registry
 
     kinds = {key: "number" for key in CASE_NUMBERS} | {key: "text" for key in CASE_TEXTS}
     for widget in registry().values():
         for param in widget.params:
-            kinds[param.key] = "number" if _NUMBER.match(param.example.strip()) else "text"
+            kinds.setdefault(param.key, "number" if _NUMBER.match(param.example.strip()) else "free")
     return kinds
 
 
 def usable(kind: str, raw: str) -> bool:
     """Whether a link's value is one a calculator could take: for a number, a finite decimal
     of at most MAX_NUMBER_CHARS characters and at most 2^53 in size (Streamlit then clamps
-    it to the field's range and says so); for text, at most MAX_TEXT_CHARS printable
-    characters (a catalog name, a GPU, a dtype, a Hub id)."""
+    it to the field's range and says so); for a name of the case, at most MAX_TEXT_CHARS
+    printable characters; free text, anything."""
+    if kind == "free":
+        return True
     if kind == "number":
         text = raw.strip()
         if len(text) > MAX_NUMBER_CHARS or not _NUMBER.match(text):

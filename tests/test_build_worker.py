@@ -21,9 +21,13 @@ def labels(n: int) -> dict:
     return {**catalog.config("bert-base-cased"), "architectures": ["BertForSequenceClassification"], "num_labels": n}
 
 
-def deep_t5(layers: int = 512) -> dict:
-    """Allowed by every static check, but slow to build: 2 x 512 T5 blocks take seconds."""
-    return {**catalog.config("t5-small"), "num_layers": layers, "num_decoder_layers": layers}
+def many_experts(experts: int = 2048) -> dict:
+    """Allowed by every static check (about 10^9 parameters), but slow to build: Switch
+    Transformers keeps its experts as separate modules, 24 layers x 2,048 of them (about
+    40 s; 1,024 experts take 19 s)."""
+    return {"model_type": "switch_transformers", "architectures": ["SwitchTransformersForConditionalGeneration"],
+            "d_model": 64, "d_ff": 128, "num_layers": 12, "num_decoder_layers": 12, "num_heads": 4, "d_kv": 16,
+            "vocab_size": 1000, "num_experts": experts, "encoder_sparse_step": 1, "decoder_sparse_step": 1}
 
 
 @pytest.fixture
@@ -74,7 +78,7 @@ def test_past_the_time_limit_the_config_is_too_large_to_build(limits):
     pool = limits(seconds=1.5)
     resolve_config(catalog.config("gpt2"), "gpt2.json")  # a warm worker
     start = time.perf_counter()
-    error = code_of(lambda: resolve_config(deep_t5(), "deep.json"))
+    error = code_of(lambda: resolve_config(many_experts(), "deep.json"))
     assert error.code == "build_time_limit" and "1.5 s" in error.message("fr")
     assert time.perf_counter() - start < 1.5 + 3
     assert pool.workers() == []  # that worker is gone
@@ -83,7 +87,7 @@ def test_past_the_time_limit_the_config_is_too_large_to_build(limits):
 def test_cached_answers_do_not_wait_for_a_slow_build(limits):
     pool = limits(seconds=4, workers=1)
     resolve_config(catalog.config("gpt2"), "gpt2.json")  # warm, and cached
-    slow = threading.Thread(target=lambda: pytest.raises(CalculatorError, resolve_config, deep_t5(), "deep.json"))
+    slow = threading.Thread(target=lambda: pytest.raises(CalculatorError, resolve_config, many_experts(), "deep.json"))
     slow.start()
     time.sleep(0.5)  # the only worker is now busy
     start = time.perf_counter()
@@ -156,7 +160,7 @@ def test_the_cli_exits_2_on_one_line_past_the_limits(tmp_path):
     assert out.stderr.strip().splitlines() == [out.stderr.strip()]
     assert "too large to build" in out.stderr
     deep = tmp_path / "deep.json"
-    deep.write_text(json.dumps(deep_t5()))
+    deep.write_text(json.dumps(many_experts()))
     out = cli("estimate", str(deep), env={"CALCULATOR_BUILD_SECONDS": "1"})
     assert out.returncode == 2 and "too large to build" in out.stderr and "Traceback" not in out.stderr
 

@@ -28,6 +28,8 @@ def test_numbers_a_page_can_read(raw):
 def test_texts():
     assert usable("text", "meta-llama/Llama-3.1-8B") and usable("text", "modèle/🤖")
     assert not usable("text", "x" * 301) and not usable("text", "a\nb") and not usable("text", "\x00")
+    assert usable("free", "torch.OutOfMemoryError: CUDA out of memory.\n" * 20)  # a widget's own text
+    assert parameter_kinds()["om_text"] == "free"
 
 
 def test_the_case_parameters_are_known():
