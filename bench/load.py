@@ -190,6 +190,14 @@ async def upload_and_wait(page, path: Path, texts: tuple[str, ...], timeout_ms: 
     return await found.json_value()
 
 
+_LEVEL = [0]
+
+
+def level_seed() -> int:
+    """A number for each level, so that a level's hostile configs were never built before."""
+    return _LEVEL[0]
+
+
 async def hostile_journey(browser, url: str, index: int, upload_dir: Path) -> dict:
     """A hostile reader: large configs uploaded, links with numbers no field can hold.
     Every step must end in its answer or its refusal; anything else is an error."""
@@ -203,7 +211,8 @@ async def hostile_journey(browser, url: str, index: int, upload_dir: Path) -> di
         await page.locator(".st-key-widget-estimator").wait_for(timeout=SESSION_TIMEOUT_MS)
         uploads = [("big", {**BIG, "vocab_size": 128_256 + 1000 * index + 7}, ("Figures for your file",
                                                                                 "Chiffres pour votre fichier")),
-                   ("labels", LABELS, ("num_labels",)), ("slow", SLOW, TOO_LARGE)]
+                   ("labels", LABELS, ("num_labels",)),
+                   ("slow", {**SLOW, "vocab_size": 1000 + index + 10 * level_seed()}, TOO_LARGE)]  # distinct: built
         for name, config, expected in uploads:
             step = f"upload {name}"
             path = upload_dir / f"hostile-{index}-{name}.json"
@@ -217,7 +226,7 @@ async def hostile_journey(browser, url: str, index: int, upload_dir: Path) -> di
                 "(ns) => { const m = document.querySelector(\"[data-testid='stMain']\");"
                 " return !!m && ns.some(n => m.innerText.includes(n)); }", arg=list(NOTICES), timeout=SESSION_TIMEOUT_MS)
             await page.wait_for_function("(k) => !new URL(location.href).searchParams.has(k)", arg=key,
-                                         timeout=10_000)  # the page took it out of the address bar
+                                         timeout=SESSION_TIMEOUT_MS)  # the page took it out of the address bar
             if not page.url.endswith(f"#{anchor}"):
                 result["errors"].append(f"hostile {index}: /{slug} lost its #{anchor}: {page.url[:120]}")
             result["refused"] += 1
@@ -232,6 +241,8 @@ async def hostile_journey(browser, url: str, index: int, upload_dir: Path) -> di
 
 async def level(url: str, sessions: int, rounds: int, hostile: int = 0) -> dict:
     from playwright.async_api import async_playwright
+
+    _LEVEL[0] += 1
 
     with tempfile.TemporaryDirectory() as folder:
         async with async_playwright() as playwright:
