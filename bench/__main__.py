@@ -1,9 +1,19 @@
-"""python -m bench [name ...]: run the benchmarks (all by default) and print their tables."""
+"""python -m bench [name ...] [--options]: run the benchmarks (all by default) and print their
+tables; options after the names go to the benchmark that takes them (python -m bench load
+--levels 1 2 4)."""
 
 import importlib
+import inspect
 import sys
 
 BENCHMARKS = ["engine", "browser", "estimator", "big_models", "training", "activations", "accuracy", "load", "serving"]
 
-for name in sys.argv[1:] or BENCHMARKS:
-    importlib.import_module(f"bench.{name}").main()
+args = sys.argv[1:]
+first_option = next((i for i, a in enumerate(args) if a.startswith("-")), len(args))
+names, options = args[:first_option], args[first_option:]
+for name in names or BENCHMARKS:
+    main = importlib.import_module(f"bench.{name}").main
+    if options and inspect.signature(main).parameters:
+        main(options)
+    else:
+        main()

@@ -1,11 +1,17 @@
 """Many readers at once: concurrent browser sessions (Playwright contexts, one Chromium, on
 loopback) against one running guide. Each session reads chapters, changes a calculator input
 several times, estimates a catalog model and uploads a config of its own. Reports errors,
-p50/p95 from a changed input to the updated figure, the server's memory over the run, and
-whether any session ever saw another's value or upload.
+p50/p95 from a changed input to the updated figure, the server's memory over the run (its
+process and its build workers), and whether any session ever saw another's value or upload.
+
+Beside the readers, hostile sessions (--hostile per level) upload large configs (a distinct
+405B-class config, one that asks for 10^8 labels, one too slow to build) and open links whose
+numbers no field can hold (inf, 1e309, 400 digits): each must get its answer or its refusal,
+never an error. Then one session uploads --uploads distinct 405B-class configs one after the
+other, and the server's memory is read before and after.
 
 The browser runs on the same two cores as the server, so the figures are pessimistic for the
-server. Run: python -m bench load [--levels 1 2 4 8 ...] [--rounds N]
+server. Run: python -m bench load [--levels 1 2 4 8 ...] [--rounds N] [--hostile N] [--uploads N]
 """
 
 from __future__ import annotations
@@ -24,6 +30,19 @@ from tests.browser import CHROMIUM, CHROMIUM_ARGS, GuideServer
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = json.loads((ROOT / "tests" / "configs" / "tiny-llama.json").read_text())
+CATALOG = ROOT / "calculator" / "catalog" / "configs"
+BIG = json.loads((CATALOG / "llama-3.1-405b.json").read_text())
+LABELS = {**json.loads((CATALOG / "bert-base-cased.json").read_text()),
+          "architectures": ["BertForSequenceClassification"], "num_labels": 100_000_000}
+# Allowed by every static check, too slow to build within the limit: 4,096 separate experts.
+SLOW = {"model_type": "switch_transformers", "architectures": ["SwitchTransformersForConditionalGeneration"],
+        "d_model": 64, "d_ff": 128, "num_layers": 12, "num_decoder_layers": 12, "num_heads": 4, "d_kv": 16,
+        "vocab_size": 1000, "num_experts": 4096, "encoder_sparse_step": 1, "decoder_sparse_step": 1}
+HOSTILE_LINKS = [("oom", "fr", "cm_batch", "inf", "batch-size"), ("fine-tuning", "en", "tm_batch", "1e309", "activations"),
+                 ("cpu-offloading", "fr", "om_gpu_gib", "-inf", "device-map"),
+                 ("slow-model", "en", "bs_prompt", "9" * 400, "batch-size")]
+NOTICES = ("which this calculator cannot use", "que ce calculateur ne peut pas utiliser")
+TOO_LARGE = ("too large to build", "trop grande pour être construite")
 SESSION_TIMEOUT_MS = 120_000
 
 
@@ -63,10 +82,19 @@ class MemorySampler:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def _children(self) -> list[int]:
+        """Every child of the server: each thread lists its own (the build workers are
+        started from the script threads, not the main one)."""
+        found = []
         try:
-            return [int(p) for p in Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()]
+            tasks = list(Path(f"/proc/{self.pid}/task").iterdir())
         except OSError:
             return []
+        for task in tasks:
+            try:
+                found += [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                pass
+        return found
 
     def _run(self) -> None:
         start = time.perf_counter()
@@ -146,63 +174,182 @@ async def journey(browser, url: str, index: int, rounds: int, upload_dir: Path) 
     return result
 
 
-async def level(url: str, sessions: int, rounds: int) -> dict:
+async def upload_and_wait(page, path: Path, texts: tuple[str, ...], timeout_ms: int = SESSION_TIMEOUT_MS) -> str:
+    """Upload a file into the estimator; return which of `texts` appeared."""
+    widget = ".st-key-widget-estimator"
+    chip = page.locator(f"{widget} [data-testid='stFileChipDeleteBtn']")
+    if await chip.count():
+        await chip.first.click(timeout=SESSION_TIMEOUT_MS)
+        await wait_idle(page)
+    await page.locator(f"{widget} [data-testid='stFileUploaderDropzoneInput']").set_input_files(
+        str(path), timeout=SESSION_TIMEOUT_MS)
+    found = await page.wait_for_function(
+        "([s, ts]) => { const e = document.querySelector(s); if (!e) return null;"
+        " const t = e.innerText; return ts.find(x => t.includes(x)) || null; }",
+        arg=[widget, list(texts)], timeout=timeout_ms)
+    return await found.json_value()
+
+
+_LEVEL = [0]
+
+
+def level_seed() -> int:
+    """A number for each level, so that a level's hostile configs were never built before."""
+    return _LEVEL[0]
+
+
+async def hostile_journey(browser, url: str, index: int, upload_dir: Path) -> dict:
+    """A hostile reader: large configs uploaded, links with numbers no field can hold.
+    Every step must end in its answer or its refusal; anything else is an error."""
+    result = {"times": [], "errors": [], "leaks": [], "refused": 0, "answered": 0}
+    context = await browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = await context.new_page()
+    step = "open the estimator"
+    try:
+        lang = "fr" if index % 2 else "en"
+        await page.goto(f"{url}/estimator?lang={lang}", timeout=SESSION_TIMEOUT_MS)
+        await page.locator(".st-key-widget-estimator").wait_for(timeout=SESSION_TIMEOUT_MS)
+        uploads = [("big", {**BIG, "vocab_size": 128_256 + 1000 * index + 7}, ("Figures for your file",
+                                                                                "Chiffres pour votre fichier")),
+                   ("labels", LABELS, ("num_labels",)),
+                   ("slow", {**SLOW, "vocab_size": 1000 + index + 10 * level_seed()}, TOO_LARGE)]  # distinct: built
+        for name, config, expected in uploads:
+            step = f"upload {name}"
+            path = upload_dir / f"hostile-{index}-{name}.json"
+            path.write_text(json.dumps(config))
+            await upload_and_wait(page, path, expected, timeout_ms=180_000)
+            result["answered" if name == "big" else "refused"] += 1
+        for slug, link_lang, key, value, anchor in HOSTILE_LINKS:
+            step = f"open /{slug}?{key}={value[:10]}"
+            await page.goto(f"{url}/{slug}?lang={link_lang}&{key}={value}#{anchor}", timeout=SESSION_TIMEOUT_MS)
+            await page.wait_for_function(
+                "(ns) => { const m = document.querySelector(\"[data-testid='stMain']\");"
+                " return !!m && ns.some(n => m.innerText.includes(n)); }", arg=list(NOTICES), timeout=SESSION_TIMEOUT_MS)
+            await page.wait_for_function("(k) => !new URL(location.href).searchParams.has(k)", arg=key,
+                                         timeout=SESSION_TIMEOUT_MS)  # the page took it out of the address bar
+            if not page.url.endswith(f"#{anchor}"):
+                result["errors"].append(f"hostile {index}: /{slug} lost its #{anchor}: {page.url[:120]}")
+            result["refused"] += 1
+        if await page.locator("[data-testid='stException']").count():
+            result["errors"].append(f"hostile {index}: an exception on the page")
+    except Exception as error:
+        result["errors"].append(f"hostile {index}, {step}: {type(error).__name__}: {str(error).splitlines()[0][:160]}")
+    finally:
+        await context.close()
+    return result
+
+
+async def level(url: str, sessions: int, rounds: int, hostile: int = 0) -> dict:
     from playwright.async_api import async_playwright
+
+    _LEVEL[0] += 1
 
     with tempfile.TemporaryDirectory() as folder:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             started = time.perf_counter()
-            results = await asyncio.gather(*(journey(browser, url, i, rounds, Path(folder)) for i in range(sessions)))
+            readers = [journey(browser, url, i, rounds, Path(folder)) for i in range(sessions)]
+            attackers = [hostile_journey(browser, url, 100 + i, Path(folder)) for i in range(hostile)]
+            results = await asyncio.gather(*readers, *attackers)
             elapsed = time.perf_counter() - started
             await browser.close()
-    times = sorted(t for r in results for t in r["times"])
+    readers_results, hostile_results = results[:sessions], results[sessions:]
+    times = sorted(t for r in readers_results for t in r["times"])
     p = lambda q: times[min(len(times) - 1, int(q * len(times)))] if times else float("nan")  # noqa: E731
     return {"sessions": sessions, "changes": len(times), "p50": statistics.median(times) if times else float("nan"),
-            "p95": p(0.95), "errors": [e for r in results for e in r["errors"]],
-            "leaks": [x for r in results for x in r["leaks"]], "seconds": elapsed}
+            "p95": p(0.95), "errors": [e for r in readers_results for e in r["errors"]],
+            "leaks": [x for r in readers_results for x in r["leaks"]], "seconds": elapsed, "hostile": hostile,
+            "hostile_errors": [e for r in hostile_results for e in r["errors"]],
+            "hostile_refused": sum(r["refused"] for r in hostile_results),
+            "hostile_answered": sum(r["answered"] for r in hostile_results)}
+
+
+async def distinct_uploads(url: str, count: int) -> dict:
+    """One reader uploads `count` distinct 405B-class configs, one after the other."""
+    from playwright.async_api import async_playwright
+
+    errors, started = [], time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            context = await browser.new_context(viewport={"width": 1280, "height": 1000})
+            page = await context.new_page()
+            await page.goto(f"{url}/estimator?lang=en", timeout=SESSION_TIMEOUT_MS)
+            await page.locator(".st-key-widget-estimator").wait_for(timeout=SESSION_TIMEOUT_MS)
+            for i in range(count):
+                path = Path(folder) / f"upload-{i}.json"
+                path.write_text(json.dumps({**BIG, "vocab_size": 130_000 + i}))
+                try:
+                    await upload_and_wait(page, path, (f"Figures for your file upload-{i}.json",))
+                except Exception as error:
+                    errors.append(f"upload {i}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
+            await context.close()
+            await browser.close()
+    return {"uploads": count, "errors": errors, "seconds": time.perf_counter() - started}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench load")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 4, 8, 12, 16])
     parser.add_argument("--rounds", type=int, default=5, help="input changes per session")
+    parser.add_argument("--hostile", type=int, default=2, help="hostile sessions beside the readers, per level")
+    parser.add_argument("--uploads", type=int, default=100, help="distinct configs uploaded one after the other")
     args = parser.parse_args(argv if argv is not None else [])
     server = GuideServer().wait()
     rows = []
     try:
         with MemorySampler(server.process.pid) as memory:
-            asyncio.run(level(server.url, 2, 1))  # warm the server's imports and caches
+            asyncio.run(level(server.url, 2, 1))  # warm the server's imports and caches (and a build worker)
             warm_rss = memory.samples[-1][1]
             for sessions in args.levels:
                 before, cpu_before, busy_before = len(memory.samples), memory.cpu_seconds(), machine_busy_seconds()
-                row = asyncio.run(level(server.url, sessions, args.rounds))
+                row = asyncio.run(level(server.url, sessions, args.rounds, args.hostile))
                 row["server_cpu"] = memory.cpu_seconds() - cpu_before
                 row["server_cores"] = row["server_cpu"] / row["seconds"]
                 row["machine_cores"] = (machine_busy_seconds() - busy_before) / row["seconds"]
                 row["rss_peak"] = max(s for _, s in memory.samples[before:]) if len(memory.samples) > before else warm_rss
                 row["rss_after"] = memory.samples[-1][1]
                 rows.append(row)
-                print(f"{sessions} sessions: p50 {row['p50'] * 1000:.0f} ms, p95 {row['p95'] * 1000:.0f} ms, "
-                      f"errors {len(row['errors'])}, leaks {len(row['leaks'])}, RSS {row['rss_after'] / 2**20:.0f} MiB, "
-                      f"server CPU {row['server_cores']:.2f} cores, machine {row['machine_cores']:.2f} cores",
-                      flush=True)
+                print(f"{sessions} sessions (+{args.hostile} hostile): p50 {row['p50'] * 1000:.0f} ms, "
+                      f"p95 {row['p95'] * 1000:.0f} ms, errors {len(row['errors'])}, hostile errors "
+                      f"{len(row['hostile_errors'])} (refused {row['hostile_refused']}, answered {row['hostile_answered']}), "
+                      f"leaks {len(row['leaks'])}, RSS {row['rss_after'] / 2**20:.0f} MiB, "
+                      f"server CPU {row['server_cores']:.2f} cores, machine {row['machine_cores']:.2f} cores", flush=True)
+            uploads = None
+            if args.uploads:
+                time.sleep(2)
+                before_uploads = memory.samples[-1][1]
+                mark = len(memory.samples)
+                uploads = asyncio.run(distinct_uploads(server.url, args.uploads))
+                time.sleep(2)
+                uploads.update(rss_before=before_uploads, rss_after=memory.samples[-1][1],
+                               rss_peak=max(s for _, s in memory.samples[mark:]))
+                print(f"{args.uploads} distinct uploads: {uploads['seconds']:.0f} s, errors {len(uploads['errors'])}, "
+                      f"RSS {before_uploads / 2**20:.0f} -> {uploads['rss_after'] / 2**20:.0f} MiB "
+                      f"(peak {uploads['rss_peak'] / 2**20:.0f} MiB)", flush=True)
     finally:
         server.stop()
-    print("\n| sessions at once | input changes | p50 | p95 | errors | sessions that saw another's data | "
-          "server RSS peak | server RSS after | server CPU (cores, mean) | whole machine (cores, mean) | "
-          "server CPU per journey |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| sessions at once | hostile beside them | input changes | p50 | p95 | errors | hostile errors "
+          "(refusals seen) | sessions that saw another's data | server RSS peak | server RSS after | "
+          "server CPU (cores, mean) | whole machine (cores, mean) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['sessions']} | {r['changes']} | {r['p50'] * 1000:.0f} ms | {r['p95'] * 1000:.0f} ms | "
-              f"{len(r['errors'])} | {len(r['leaks'])} | {r['rss_peak'] / 2**20:.0f} MiB | {r['rss_after'] / 2**20:.0f} MiB | "
-              f"{r['server_cores']:.2f} | {r['machine_cores']:.2f} | {r['server_cpu'] / r['sessions']:.2f} s |")
-    print(f"\nserver RSS after warm-up: {warm_rss / 2**20:.0f} MiB")
+        print(f"| {r['sessions']} | {r['hostile']} | {r['changes']} | {r['p50'] * 1000:.0f} ms | {r['p95'] * 1000:.0f} ms | "
+              f"{len(r['errors'])} | {len(r['hostile_errors'])} ({r['hostile_refused']}) | {len(r['leaks'])} | "
+              f"{r['rss_peak'] / 2**20:.0f} MiB | {r['rss_after'] / 2**20:.0f} MiB | "
+              f"{r['server_cores']:.2f} | {r['machine_cores']:.2f} |")
+    print(f"\nserver RSS after warm-up (process and build workers): {warm_rss / 2**20:.0f} MiB")
+    if uploads:
+        print(f"{uploads['uploads']} distinct 405B-class uploads, one after the other: {uploads['seconds']:.0f} s, "
+              f"errors {len(uploads['errors'])}; server RSS {uploads['rss_before'] / 2**20:.0f} MiB before, "
+              f"{uploads['rss_after'] / 2**20:.0f} MiB after, peak {uploads['rss_peak'] / 2**20:.0f} MiB")
     holding = [r["sessions"] for r in rows if r["p95"] < 1.0 and not r["errors"]]
     print(f"largest level with p95 under 1 s and no error: {max(holding) if holding else 'none'}")
     for r in rows:
-        for line in r["errors"][:5] + r["leaks"][:5]:
+        for line in r["errors"][:5] + r["hostile_errors"][:5] + r["leaks"][:5]:
             print(f"  [{r['sessions']}] {line}")
+    for line in (uploads or {}).get("errors", [])[:5]:
+        print(f"  [uploads] {line}")
 
 
 if __name__ == "__main__":

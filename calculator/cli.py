@@ -33,11 +33,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse_empty_values(args) -> None:
+    """An option given an empty or blank value (--gpu "") is refused, not read as left out."""
+    for key, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            raise CalculatorError("cli_empty_value", option=key.replace("_", "-"))
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "run", None):
             raise CalculatorError("cli_no_command")
+        _refuse_empty_values(args)
         return args.run(args)
     except CalculatorError as error:
         print(f"error: {error.message('en')}", file=sys.stderr)

@@ -12,7 +12,7 @@ import re
 import warnings
 
 from .architecture import ArchSpec
-from .configs import check_config
+from .configs import check_config, without_runtime_keys
 from .errors import CalculatorError
 from .families import EXPERT_TOPK_KEYS, first_positive
 from .summary import Linear, ModelSummary, Unit
@@ -33,8 +33,10 @@ def needs_remote_code(config: dict) -> bool:
 
 
 def make_config(config: dict, trust_remote_code: bool = False, source_dir: str | None = None):
-    """A transformers config object from a checked dict."""
+    """A transformers config object from a checked dict, without the keys that choose code
+    at load time (an attention implementation may name a kernel repository on the Hub)."""
     check_config(config)
+    config = without_runtime_keys(config)
     model_type = config["model_type"]
     if needs_remote_code(config):
         if not config.get("auto_map"):

@@ -10,27 +10,33 @@ caller asks for it, the checkpoint's safetensors headers are read instead, and t
 says why.
 
 A config is made into a transformers config once (meta.count) and counted once per content
-(a bounded cache, errors included); a Hub answer is reused for a few minutes, except
-"unreachable", which is asked again. Safety: the page never reads a server path
-(allow_local=False) and never runs a repository's code (trust_remote_code is for the CLI);
-a Hub id is checked before any request; an upload is capped and parsed here.
+(a cache bounded in entries and in bytes, errors included); a Hub answer is reused for a few
+minutes, except "unreachable", which is asked again. Safety: the page never reads a server
+path (allow_local=False) and never runs a repository's code (trust_remote_code is for the
+CLI); a Hub id is checked before any request; an upload is capped and parsed here; keys that
+choose code at load time (attention implementations, kernels) are removed from every config
+given; and the count itself, the one step that builds a model, runs in a worker process with
+a memory and a time limit (calculator/builder.py), so no config can exhaust the process that
+asked for it.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 import json
 from pathlib import Path
+import pickle
 import threading
 import time
 
-from . import catalog
+from . import builder, catalog
 from .architecture import ArchSpec
-from .configs import MAX_CONFIG_BYTES, check_config, parse_config_text, read_config_file
-from .errors import CalculatorError
+from .configs import MAX_CONFIG_BYTES, check_config, parse_config_text, read_config_file, without_runtime_keys
+from .errors import CalculatorError, Grouped
 from .families import ModelTraits, traits_from_config
 from .hub import check_hub_id, fetch_config, is_hub_id
 from .meta import MODEL_CLASSES
@@ -42,7 +48,11 @@ HEADER_REASONS = ("remote_code", "unknown_type", "quantized", "no_config")
 # The page's server refuses uploads over 1 MB (.streamlit/config.toml); checked here too.
 MAX_UPLOAD_BYTES = min(MAX_CONFIG_BYTES, 2**20)
 HUB_CACHE_SECONDS = 300
+MAX_NAME_CHARS = 1024
 COUNT_CACHE_ENTRIES = 32
+COUNT_CACHE_BYTES = 32 * 2**20  # configs (an upload is at most 1 MiB) and their counts
+HUB_CACHE_ENTRIES = 96
+HUB_CACHE_BYTES = 64 * 2**20  # configs (at most 2 MiB) and safetensors header counts
 
 # progress(step, name) -> a context manager shown around slow work (the page's spinner):
 # step is "fetching", "reading_headers" or "building".
@@ -82,13 +92,24 @@ def source_of(name: str, allow_local: bool) -> str:
     if not isinstance(name, str) or not name.strip():
         raise CalculatorError("model_not_found", name="")
     name = name.strip()
-    if allow_local and Path(name).expanduser().exists():
+    if len(name) > MAX_NAME_CHARS:  # no path, catalog name or Hub id is this long
+        raise CalculatorError("model_not_found", name=name[:80])
+    if allow_local and _is_path(name):
         return "local"
     if catalog.find(name) is not None:
         return "catalog"
     if is_hub_id(name):
         return "hub"
     raise CalculatorError("model_not_found", name=name[:80])
+
+
+def _is_path(name: str) -> bool:
+    """Whether a name is an existing path; a name no file system can hold (too long, an
+    unknown ~user, a NUL byte) is not one."""
+    try:
+        return Path(name).expanduser().exists()
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 def resolve(name: str, model_class: str = "auto", *, allow_local: bool = False, trust_remote_code: bool = False,
@@ -120,7 +141,7 @@ def resolve_upload(raw: bytes, filename: str, size: int | None = None, model_cla
         raise CalculatorError("upload_not_json_name")
     size = len(raw) if size is None else size
     if size > MAX_UPLOAD_BYTES or len(raw) > MAX_UPLOAD_BYTES:
-        raise CalculatorError("upload_too_large", size=f"{size:,}", limit=f"{MAX_UPLOAD_BYTES:,}")
+        raise CalculatorError("upload_too_large", size=Grouped(size), limit=Grouped(MAX_UPLOAD_BYTES))
     config = parse_config_text(raw, name=filename)
     return resolve_config(config, filename, source="upload", model_class=model_class, progress=progress)
 
@@ -129,6 +150,8 @@ def resolve_config(config: dict, name: str, source: str = "local", model_class: 
                    progress: Progress | None = None, load_id: str = "") -> Model:
     """A config given as data (an upload, a measured model's config): never runs remote code."""
     check_model_class(model_class)
+    config = without_runtime_keys(config)
+    check_config(config)  # the cheap checks first, in this process: an absurd config never reaches a worker
     config_json = json.dumps(config, sort_keys=True)
     with (progress or _quiet_progress)("building", name):
         summary, spec = _counted(config_json, model_class)
@@ -166,10 +189,11 @@ def header_count_reason(config: dict) -> str | None:
 
 def _local(name: str, model_class: str, trust_remote_code: bool) -> Model:
     config, path = read_config_file(name)
-    if trust_remote_code:
-        from .meta import count
-
-        summary, spec = count(config, model_class, trust_remote_code=True, source_dir=str(path.parent))
+    config = without_runtime_keys(config)
+    check_config(config)
+    if trust_remote_code:  # the repository's code runs in a build worker, within its limits
+        summary, spec = builder.count(json.dumps(config, sort_keys=True), model_class, trust_remote_code=True,
+                                      source_dir=str(path.parent))
     else:
         summary, spec = _counted(json.dumps(config, sort_keys=True), model_class)
     return Model(str(path), "local", summary, spec, traits_from_config(config, summary.model_type),
@@ -177,12 +201,10 @@ def _local(name: str, model_class: str, trust_remote_code: bool) -> Model:
 
 
 def _hub_remote(repo: str, model_class: str) -> Model:
-    """CLI only: transformers runs the repository's own code to make the config."""
-    from .meta import count_object, hub_remote_config
-
-    cfg = hub_remote_config(check_hub_id(repo))
-    summary, spec = count_object(cfg, model_class, trust_remote_code=True)
-    config = fetch_config(repo)
+    """CLI only: transformers runs the repository's own code to make the config (in a build
+    worker, within its limits)."""
+    summary, spec = builder.count_hub_remote(check_hub_id(repo), model_class)
+    config = without_runtime_keys(fetch_config(repo))
     return Model(repo, "hub", summary, spec, traits_from_config(config, summary.model_type),
                  json.dumps(config, sort_keys=True), load_id=repo)
 
@@ -192,6 +214,7 @@ def _hub(repo: str, model_class: str, read_headers: bool, progress: Progress) ->
         config, error = _hub_answers.get(("config", _endpoint(), repo), lambda: fetch_config(repo))
     if error is not None and not (read_headers and error[0] == "hub_no_config"):
         raise CalculatorError(error[0], **error[1])
+    config = without_runtime_keys(config) if config is not None else None
     reason = "no_config" if config is None else header_count_reason(config)
     if not read_headers or reason is None:
         return resolve_config(config, repo, source="hub", model_class=model_class, progress=progress, load_id=repo)
@@ -234,13 +257,11 @@ def _quiet_progress(step: str, name: str) -> AbstractContextManager:
 
 # -- caches ---------------------------------------------------------------------------------
 
-@lru_cache(maxsize=COUNT_CACHE_ENTRIES)
 def _count_outcome(config_json: str, model_class: str):
-    """A config counted on the meta device, or the error it gave (cached too, so a page
-    rerun does not build a bad config again)."""
-    from .meta import count
-
-    return _outcome(lambda: count(json.loads(config_json), model_class))
+    """A config counted on the meta device in a build worker, or the error it gave (kept
+    too, so a page rerun does not build a bad config again; a config past the build limits is
+    kept as refused). The one place a model is built from a config."""
+    return _counts.get((config_json, model_class), lambda: builder.count(config_json, model_class))
 
 
 def _counted(config_json: str, model_class: str) -> tuple[ModelSummary, ArchSpec]:
@@ -250,49 +271,99 @@ def _counted(config_json: str, model_class: str) -> tuple[ModelSummary, ArchSpec
     return value
 
 
+# Errors that say nothing lasting about what was asked: raised, never kept, asked again.
+_PASSING = frozenset({"hub_unreachable", *builder.PASSING_ERRORS})
+
+
 def _outcome(work):
-    """(value, None) or (None, (code, params)). An unreachable Hub is raised, not kept: the
-    next question asks again (a blip must not keep a model away for minutes)."""
+    """(value, None) or (None, (code, params)). An unreachable Hub or a busy build pool is
+    raised, not kept: the next question asks again (a blip must not keep a model away for
+    minutes)."""
     try:
         return work(), None
     except CalculatorError as error:
-        if error.code == "hub_unreachable":
+        if error.code in _PASSING:
             raise
         return None, (error.code, error.params)
 
 
-class _TimedCache:
-    """Answers kept `seconds` long, at most `entries` of them (the oldest go first). The
-    lock guards the table only: slow work runs outside it, so other readers never wait."""
+def _size_of(key, answer) -> int:
+    """Bytes an entry holds, roughly: its key's text and its answer pickled."""
+    texts = key if isinstance(key, tuple) else (key,)
+    size = sum(len(t) for t in texts if isinstance(t, str))
+    try:
+        return size + len(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # an answer that cannot be pickled is counted at its key's size
+        return size + 1024
 
-    def __init__(self, seconds: float, entries: int) -> None:
-        self.seconds, self.entries = seconds, entries
-        self._table: dict = {}
+
+class _BoundedCache:
+    """Answers kept at most `seconds` long (None: until pushed out), at most `entries` of them
+    and `max_bytes` in all; the least recently used go first. Two readers asking the same
+    question at once share one piece of work; the lock guards the table only, so slow work
+    never makes other readers wait for their own (cached or not) answers."""
+
+    def __init__(self, entries: int, max_bytes: int, seconds: float | None = None) -> None:
+        self.entries, self.max_bytes, self.seconds = entries, max_bytes, seconds
+        self._table: OrderedDict = OrderedDict()  # key -> (time, answer, size)
+        self._pending: dict = {}  # key -> Event, while its work runs
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key, work):
-        now = time.monotonic()
+        while True:
+            with self._lock:
+                kept = self._table.get(key)
+                if kept is not None and (self.seconds is None or time.monotonic() - kept[0] < self.seconds):
+                    self._table.move_to_end(key)
+                    return kept[1]
+                running = self._pending.get(key)
+                if running is None:
+                    self._pending[key] = threading.Event()
+                    break
+            running.wait()  # the same question is being answered: take its answer
+        try:
+            answer = _outcome(work)
+        finally:
+            with self._lock:
+                self._pending.pop(key).set()
+        size = _size_of(key, answer)
         with self._lock:
-            kept = self._table.get(key)
-            if kept is not None and now - kept[0] < self.seconds:
-                return kept[1]
-        answer = _outcome(work)
-        with self._lock:
-            self._table[key] = (time.monotonic(), answer)
-            while len(self._table) > self.entries:
-                self._table.pop(next(iter(self._table)))
+            self._drop(key)
+            if size <= self.max_bytes:
+                self._table[key] = (time.monotonic(), answer, size)
+                self._bytes += size
+            while self._table and (len(self._table) > self.entries or self._bytes > self.max_bytes):
+                self._drop(next(iter(self._table)))
         return answer
+
+    def _drop(self, key) -> None:
+        kept = self._table.pop(key, None)
+        if kept is not None:
+            self._bytes -= kept[2]
+
+    def stats(self) -> tuple[int, int]:
+        """(entries, bytes) held now."""
+        with self._lock:
+            return len(self._table), self._bytes
 
     def clear(self) -> None:
         with self._lock:
             self._table.clear()
+            self._bytes = 0
 
 
-_hub_answers = _TimedCache(HUB_CACHE_SECONDS, 96)
+_counts = _BoundedCache(COUNT_CACHE_ENTRIES, COUNT_CACHE_BYTES)
+_hub_answers = _BoundedCache(HUB_CACHE_ENTRIES, HUB_CACHE_BYTES, seconds=HUB_CACHE_SECONDS)
+
+
+def cache_stats() -> dict[str, tuple[int, int]]:
+    """Entries and bytes held by the model seam's caches (the load benchmark reports them)."""
+    return {"counts": _counts.stats(), "hub": _hub_answers.stats()}
 
 
 def clear_caches() -> None:
     """Forget every count and Hub answer (tests, and a server that wants its memory back)."""
-    _count_outcome.cache_clear()
+    _counts.clear()
     catalog_model.cache_clear()
     _hub_answers.clear()

@@ -7,15 +7,24 @@ needs code from the repository or its weights are already quantized.
 
 What the headers give is what is *stored*: packed formats (GPTQ and AWQ keep eight 4-bit
 weights in one int32) count stored elements, not weights. Bytes are exact either way.
+
+The headers come from whoever runs the repository, so everything about them is bounded before
+it is fetched: the shards an index names, the tensors it lists, the bytes of each header (read
+from its 8-byte length before the rest is asked for) and of all of them together, the layers
+found in the names. Every tensor is checked as it is counted: a known dtype's byte range must
+hold exactly its shape, dimensions and offsets are whole numbers that are not negative, and no
+tensor or checkpoint is absurdly large. Counts are integers throughout.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 import json
 import os
 import re
+import threading
 
 from .errors import CalculatorError
 from .hub import TIMEOUT_SECONDS, check_hub_id
@@ -25,7 +34,27 @@ from .summary import ModelSummary, Unit
 # hundred. An index naming more is refused before any of them is requested.
 MAX_SHARDS = 1024
 INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
 MAX_INDEX_BYTES = 64 * 2**20
+# What the headers may hold, in all. DeepSeek-V3 lists about 92,000 tensors in 163 shards and
+# Kimi K2 about 140,000; a shard's header is a few hundred kilobytes.
+MAX_TENSORS = 250_000
+MAX_HEADER_BYTES = 16 * 2**20  # one file's header (the Hub's own reader stops at 25 MB)
+FORMAT_MAX_HEADER_BYTES = 100_000_000  # the safetensors format's own limit: beyond, not a header
+MAX_TOTAL_HEADER_BYTES = 64 * 2**20  # all of them together
+MAX_UNITS = 20_000  # layers found in the names: a real checkpoint has hundreds
+MAX_TENSOR_ELEMENTS = 2**48  # one tensor: far above any real one (a 405B model's largest has 2^30)
+MAX_ELEMENTS = 10**14  # the whole checkpoint: 100 trillion
+MAX_OFFSET = 2**50  # a byte range inside a file of at most a pebibyte
+FIRST_READ_BYTES = 100_000  # as huggingface_hub reads: most headers fit in it
+READERS = 8  # shards read at once
+# Bits per element of the dtypes safetensors names: a byte range must hold exactly the shape.
+DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16,
+    "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "F64": 64, "I64": 64, "U64": 64, "F4": 4, "F6_E2M3": 6,
+    "F6_E3M2": 6, "C64": 64,
+}
+_DTYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,15}$")
 # Integer storage in a checkpoint of a floating-point model means packed or quantized weights.
 INTEGER_DTYPES = frozenset({"I8", "U8", "I16", "U16", "I32", "U32", "I64", "U64", "I4", "U4"})
 _INDEX = re.compile(r"^\d+$")
@@ -99,64 +128,136 @@ def unit_of(tensor_name: str) -> str:
     return ".".join(parts[:-1]) or tensor_name
 
 
-def count_tensors(repo: str, tensors, files: int) -> HeaderCount:
-    """Count (name, dtype, shape, (begin, end)) tensor entries. Bytes come from the byte
-    ranges, so sub-byte dtypes (F4, packed int4) are exact too."""
-    elements: dict[str, int] = defaultdict(int)
-    sizes: dict[str, int] = defaultdict(int)
-    units: dict[str, int] = {}
-    count = 0
-    for name, dtype, shape, offsets in tensors:
-        numel = 1
-        for dim in shape:
-            numel *= int(dim)
-        begin, end = offsets
-        elements[dtype] += numel
-        sizes[dtype] += int(end) - int(begin)
+class _Tally:
+    """Tensors counted as they come, checked one by one, within the bounds above."""
+
+    def __init__(self, repo: str) -> None:
+        self.repo = repo
+        self.elements: dict[str, int] = defaultdict(int)
+        self.sizes: dict[str, int] = defaultdict(int)
+        self.units: dict[str, int] = {}
+        self.tensors = 0
+        self.total = 0
+
+    def add(self, name, dtype, shape, offsets) -> None:
+        if not isinstance(name, str) or not isinstance(dtype, str) or not _DTYPE.match(dtype):
+            raise CalculatorError("safetensors_bad_tensor", repo=self.repo, name=_shown(name))
+        numel = _elements(shape)
+        begin, end = _offsets(offsets)
+        if numel is None or begin is None or numel > MAX_TENSOR_ELEMENTS:
+            raise CalculatorError("safetensors_bad_tensor", repo=self.repo, name=_shown(name))
+        bits = DTYPE_BITS.get(dtype)
+        if bits is not None and end - begin != (numel * bits + 7) // 8:
+            raise CalculatorError("safetensors_bad_tensor", repo=self.repo, name=_shown(name))
+        self.tensors += 1
+        self.total += numel
+        if self.tensors > MAX_TENSORS:
+            raise CalculatorError("safetensors_too_many_tensors", repo=self.repo, tensors=f"> {MAX_TENSORS}",
+                                  limit=MAX_TENSORS)
+        if self.total > MAX_ELEMENTS:
+            raise CalculatorError("safetensors_bad_tensor", repo=self.repo, name=_shown(name))
+        self.elements[dtype] += numel
+        self.sizes[dtype] += end - begin
         unit = unit_of(name)
-        units[unit] = units.get(unit, 0) + numel
-        count += 1
-    dtypes = tuple(sorted((DtypeCount(d, elements[d], sizes[d]) for d in elements), key=lambda d: -d.bytes))
-    return HeaderCount(repo=repo, files=files, tensors=count, dtypes=dtypes,
-                       units=tuple(Unit(name, n) for name, n in units.items()))
+        if unit not in self.units and len(self.units) >= MAX_UNITS:
+            raise CalculatorError("safetensors_too_many_layers", repo=self.repo, limit=MAX_UNITS)
+        self.units[unit] = self.units.get(unit, 0) + numel
+
+    def result(self, files: int) -> HeaderCount:
+        dtypes = tuple(sorted((DtypeCount(d, self.elements[d], self.sizes[d]) for d in self.elements),
+                              key=lambda d: -d.bytes))
+        return HeaderCount(repo=self.repo, files=files, tensors=self.tensors, dtypes=dtypes,
+                           units=tuple(Unit(name, n) for name, n in self.units.items()))
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _elements(shape) -> int | None:
+    """The element count of a shape of whole, non-negative dimensions; None for anything else."""
+    if not isinstance(shape, list | tuple) or len(shape) > 16:
+        return None
+    numel = 1
+    for dim in shape:
+        if not _whole(dim) or not 0 <= dim <= MAX_TENSOR_ELEMENTS:
+            return None
+        numel *= dim
+        if numel > MAX_TENSOR_ELEMENTS:
+            return numel
+    return numel
+
+
+def _offsets(offsets) -> tuple[int | None, int | None]:
+    if not isinstance(offsets, list | tuple) or len(offsets) != 2:
+        return None, None
+    begin, end = offsets
+    if not (_whole(begin) and _whole(end) and 0 <= begin <= end <= MAX_OFFSET):
+        return None, None
+    return begin, end
+
+
+def _shown(name) -> str:
+    text = "".join(ch if ch.isprintable() else "?" for ch in str(name))
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def count_tensors(repo: str, tensors, files: int) -> HeaderCount:
+    """Count (name, dtype, shape, (begin, end)) tensor entries, each checked. Bytes come from
+    the byte ranges, so sub-byte dtypes (F4, packed int4) are exact too."""
+    tally = _Tally(repo)
+    for name, dtype, shape, offsets in tensors:
+        tally.add(name, dtype, shape, offsets)
+    return tally.result(files)
 
 
 def read_headers(repo_id: str, timeout: float = TIMEOUT_SECONDS) -> HeaderCount:
-    """Count a Hub repository's safetensors weights from their headers (huggingface_hub's
-    get_safetensors_metadata: Range requests, no weights downloaded, no code run)."""
+    """Count a Hub repository's safetensors weights from their headers: Range requests
+    through huggingface_hub's own HTTP client, no weights downloaded, no code run, every
+    amount bounded before it is fetched."""
     repo_id = check_hub_id(repo_id)
     from huggingface_hub import HfApi
     from huggingface_hub import errors as hub_errors
 
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=os.environ.get("HF_TOKEN") or None)
+    files: list[str] | None = None
     try:
-        _check_shard_count(api, repo_id, timeout)
-        metadata = api.get_safetensors_metadata(repo_id, timeout=timeout)
+        files = _shard_files(api, repo_id, timeout)
+        headers = _read_all(api, repo_id, files, timeout)
     except CalculatorError:
         raise
     except hub_errors.GatedRepoError:
         raise CalculatorError("hub_gated", repo=repo_id) from None
     except (hub_errors.RepositoryNotFoundError, hub_errors.RevisionNotFoundError):
         raise CalculatorError("hub_not_found", repo=repo_id) from None
-    except hub_errors.NotASafetensorsRepoError:
-        raise CalculatorError("no_safetensors", repo=repo_id) from None
-    except hub_errors.SafetensorsParsingError:
-        raise CalculatorError("safetensors_unreadable", repo=repo_id) from None
+    except hub_errors.EntryNotFoundError:  # no model.safetensors: no safetensors at all; a shard: broken
+        raise CalculatorError("no_safetensors" if files == [SINGLE_FILE] else "safetensors_unreadable",
+                              repo=repo_id) from None
     except Exception as exc:  # offline, DNS, timeouts, server errors
         raise CalculatorError("hub_unreachable", repo=repo_id, detail=type(exc).__name__) from None
-    tensors = [
-        (name, info.dtype, info.shape, info.data_offsets)
-        for file_metadata in metadata.files_metadata.values()
-        for name, info in file_metadata.tensors.items()
-    ]
-    return count_tensors(repo_id, tensors, len(metadata.files_metadata))
+    tally = _Tally(repo_id)
+    for raw in headers:  # in file order, one at a time: one parsed header in memory at once
+        try:
+            header = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise CalculatorError("safetensors_unreadable", repo=repo_id) from None
+        if not isinstance(header, dict):
+            raise CalculatorError("safetensors_unreadable", repo=repo_id)
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            if not isinstance(info, dict):
+                raise CalculatorError("safetensors_bad_tensor", repo=repo_id, name=_shown(name))
+            tally.add(name, info.get("dtype"), info.get("shape"), info.get("data_offsets"))
+        del header
+    return tally.result(len(files))
 
 
-def _check_shard_count(api, repo_id: str, timeout: float) -> None:
-    """Refuse an index that names more shards than any real checkpoint, before the client
-    sends one request per shard. One HEAD request first, without the retries of a download,
-    so an unreachable Hub is reported at once; the client then reads the index from the
-    local cache."""
+def _shard_files(api, repo_id: str, timeout: float) -> list[str]:
+    """The safetensors files to read: the shards the index names (refused past MAX_SHARDS
+    files or MAX_TENSORS tensors, before any of them is requested), or the single file.
+    One HEAD request first, without the retries of a download, so an unreachable Hub is
+    reported at once; the client then reads the index from the local cache."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub import errors as hub_errors
 
@@ -164,14 +265,104 @@ def _check_shard_count(api, repo_id: str, timeout: float) -> None:
         get_hf_file_metadata(hf_hub_url(repo_id, INDEX_FILE, endpoint=api.endpoint), token=api.token,
                              timeout=timeout)
     except hub_errors.EntryNotFoundError:
-        return  # a single model.safetensors, or no safetensors at all: the client tells
+        return [SINGLE_FILE]  # or no safetensors at all: reading it tells
     path = api.hf_hub_download(repo_id, INDEX_FILE, etag_timeout=timeout)
     with open(path, "rb") as handle:
         raw = handle.read(MAX_INDEX_BYTES + 1)
     try:
         index = json.loads(raw) if len(raw) <= MAX_INDEX_BYTES else None
-        files = set(index["weight_map"].values())
-    except (ValueError, TypeError, KeyError, AttributeError):
+        weight_map = index["weight_map"]
+        names = set(weight_map.values())
+        tensors = len(weight_map)
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         raise CalculatorError("safetensors_unreadable", repo=repo_id) from None
-    if len(files) > MAX_SHARDS:
-        raise CalculatorError("safetensors_too_many_files", repo=repo_id, files=len(files), limit=MAX_SHARDS)
+    if len(names) > MAX_SHARDS:
+        raise CalculatorError("safetensors_too_many_files", repo=repo_id, files=len(names), limit=MAX_SHARDS)
+    if tensors > MAX_TENSORS:
+        raise CalculatorError("safetensors_too_many_tensors", repo=repo_id, tensors=tensors, limit=MAX_TENSORS)
+    if not all(isinstance(n, str) and n.endswith(".safetensors") and ".." not in n and not n.startswith("/")
+               and len(n) <= 200 for n in names):
+        raise CalculatorError("safetensors_unreadable", repo=repo_id)
+    return sorted(names)
+
+
+class _HeaderBudget:
+    """Header bytes fetched so far, across the shards read at once."""
+
+    def __init__(self, repo: str) -> None:
+        self.repo, self.used, self._lock = repo, 0, threading.Lock()
+
+    def take(self, size: int) -> None:
+        if size > MAX_HEADER_BYTES:
+            raise CalculatorError("safetensors_headers_too_large", repo=self.repo, size_mib=_mib(size),
+                                  limit_mib=_mib(MAX_HEADER_BYTES))
+        with self._lock:
+            self.used += size
+            used = self.used
+        if used > MAX_TOTAL_HEADER_BYTES:
+            raise CalculatorError("safetensors_headers_too_large", repo=self.repo, size_mib=f"> {_mib(used)}",
+                                  limit_mib=_mib(MAX_TOTAL_HEADER_BYTES))
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f}"
+
+
+def _read_all(api, repo_id: str, files: list[str], timeout: float) -> list[bytes]:
+    """Every file's header bytes, in file order (READERS files at a time)."""
+    budget = _HeaderBudget(repo_id)
+    if len(files) == 1:
+        return [_read_header(api, repo_id, files[0], timeout, budget)]
+    with ThreadPoolExecutor(max_workers=min(READERS, len(files))) as pool:
+        return list(pool.map(lambda name: _read_header(api, repo_id, name, timeout, budget), files))
+
+
+def _read_header(api, repo_id: str, filename: str, timeout: float, budget: _HeaderBudget) -> bytes:
+    """One file's JSON header: its first bytes (the 8-byte length and, usually, the whole
+    header), then the rest of the header if it is longer, once the budget allows it."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers
+
+    url = hf_hub_url(repo_id, filename, endpoint=api.endpoint)
+    headers = build_hf_headers(token=api.token)
+    first = _ranged(url, headers, 0, FIRST_READ_BYTES - 1, timeout)
+    if len(first) < 8:
+        raise CalculatorError("safetensors_unreadable", repo=repo_id)
+    size = int.from_bytes(first[:8], "little")
+    if not 2 <= size <= FORMAT_MAX_HEADER_BYTES:  # not a safetensors file
+        raise CalculatorError("safetensors_unreadable", repo=repo_id)
+    budget.take(size)
+    if size <= len(first) - 8:
+        return first[8:8 + size]
+    rest = _ranged(url, headers, len(first), size + 7, timeout)
+    header = first[8:] + rest
+    if len(header) != size:
+        raise CalculatorError("safetensors_unreadable", repo=repo_id)
+    return header
+
+
+def _ranged(url: str, headers: dict, start: int, end: int, timeout: float) -> bytes:
+    """Bytes start..end of a file, read from a stream and never more than asked for, even
+    from a server that ignores the Range header."""
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
+    wanted = end - start + 1
+    with get_session().stream("GET", url, headers={**headers, "range": f"bytes={start}-{end}"},
+                              timeout=timeout) as response:
+        if response.status_code >= 400:
+            if int(response.headers.get("content-length") or 0) < 1_000_000:
+                response.read()
+            hf_raise_for_status(response)
+        if response.status_code == 200 and start:  # the whole file from its start: skip to ours
+            skip = start
+        else:
+            skip = 0
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            if skip:
+                cut = min(skip, len(chunk))
+                chunk, skip = chunk[cut:], skip - cut
+            body += chunk[: wanted - len(body)]
+            if len(body) >= wanted:
+                break
+    return bytes(body)

@@ -16,7 +16,7 @@ from calculator.model import MAX_UPLOAD_BYTES, Model, catalog_model, resolve, re
 from guide.case import (CASE_PARAMS, CHOICES, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices, parse_value,
                         read_case, url_text)
 from guide.format import escape_markdown, format_bytes
-from guide.i18n import t
+from guide.i18n import current_language, t
 
 WIDE = {"model": 3, "gpu": 3, "dtype": 2}  # column widths in the bar (others: 2)
 
@@ -139,7 +139,8 @@ def _resolve(case: Case, defaults: Case, upload) -> tuple[Model, CalculatorError
 def _model_line(resolved, fallback: Model) -> None:
     model, error, upload = resolved
     if error is not None:
-        params = {key: escape_markdown(value, 160) for key, value in error.params.items()}
+        shown = error.shown_params(current_language())
+        params = {key: escape_markdown(value, 160) for key, value in shown.items()}
         st.error(t(f"error.{error.code}", **params), icon=":material/error:")
         st.caption(t("case.default_stands_in", model=model.name))
         return

@@ -13,7 +13,8 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 def escape_markdown(value: object, limit: int = 120) -> str:
     """Whatever a user typed, shown as plain text in st.markdown: no links, images or HTML."""
-    shown = "".join(ch if ch.isprintable() else "?" for ch in str(value))
+    # no-break spaces are kept: French numbers group their digits with them (1 048 576)
+    shown = "".join(ch if ch.isprintable() or ch in "\u00a0\u202f" else "?" for ch in str(value))
     if len(shown) > limit:
         shown = shown[: limit - 1] + "…"
     return _MARKDOWN_SPECIAL.sub(r"\\\1", shown)

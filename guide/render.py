@@ -20,7 +20,8 @@ from calculator.messages import catalog, text
 from guide.i18n import LANGUAGE_NAMES, current_language, remember_language, t
 from guide.markdown import ChapterList, Heading, Text, WidgetSlot, localize_links, parse
 from guide.typography import for_language
-from guide.widgets import Context, render_widget
+from guide.url_values import dropped, refuse_bad_values
+from guide.widgets import Context, registry, render_widget
 
 # The front-end code lives in assets/ (DESIGN.md): the styles, and one HTML fragment per script.
 # What a script needs from Python (a localized message, a selector) is written into data-
@@ -44,6 +45,7 @@ def _blocks(path: Path):
 
 
 def render_page(slug: str) -> None:
+    refused = refuse_bad_values()  # before any widget: values Streamlit cannot read never reach it
     chapter = chapters.by_slug(slug)
     lang = current_language()
     unknown = remember_language(lang)
@@ -52,6 +54,14 @@ def render_page(slug: str) -> None:
     _frame(chapter, lang, blocks)
     if unknown is not None:
         st.warning(t("frame.unknown_language", asked=escape_markdown(unknown, 20)))
+    # A refused value of a widget's own parameter is reported by that widget; the others
+    # (the chapter's case, a parameter of another chapter's widget) here.
+    shown_by_widgets = {p.key for b in blocks if isinstance(b, WidgetSlot) and b.name in registry()
+                        for p in registry()[b.name].params}
+    elsewhere = [(key, raw) for key, raw in refused.items() if key not in shown_by_widgets]
+    if elsewhere:
+        st.warning(" ".join(t("frame.bad_url_value", param=escape_markdown(key, 40),
+                              value=escape_markdown(", ".join(raw), 60)) for key, raw in elsewhere))
     missing_page = st.session_state.get("unknown_page") if not slug else None
     if missing_page:
         st.warning(t("frame.unknown_page", page=escape_markdown(missing_page, 60)))
@@ -92,7 +102,11 @@ def streamlit_translations(lang: str) -> list[tuple[str, str]]:
 
 def _frame(chapter: Chapter, lang: str, blocks) -> None:
     st.html(STYLE)
+    # What the script needs: the notice for a missing section, the page's language (the
+    # document's lang: screen readers, translation prompts) and the link's refused parameters
+    # (taken out of the address bar, keeping its #section), Streamlit's own strings translated.
     data = (f'<div hidden data-guide-missing-section="{html.escape(t("frame.unknown_section"))}" '
+            f'data-guide-page-lang="{html.escape(lang)}" data-guide-drop-params="{html.escape(dropped())}" '
             f'data-guide-translate="{html.escape(json.dumps(streamlit_translations(lang), ensure_ascii=False))}">'
             '</div>')
     st.html(data + _asset(FRAME_SCRIPT), unsafe_allow_javascript=True)

@@ -27,9 +27,12 @@ def load_test_config(name: str) -> dict:
 
 @pytest.fixture
 def hub(monkeypatch):
-    """A local HTTP server that answers like the Hugging Face Hub, set as HF_ENDPOINT."""
+    """A local HTTP server that answers like the Hugging Face Hub, set as HF_ENDPOINT. The
+    model seam's caches are emptied: another test's Hub (same ids) must not answer this one."""
+    from calculator.model import clear_caches
     from tests.hub_server import FakeHub
 
+    clear_caches()
     server = FakeHub()
     server.start()
     monkeypatch.setenv("HF_ENDPOINT", server.url)

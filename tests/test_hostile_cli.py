@@ -44,6 +44,36 @@ CASES = {
     "train: bad zero stage": ["train", M, "--zero", "4"],
     "train: bad lora targets": ["train", M, "--method", "lora", "--lora-targets", "no_such_module"],
     "train: absurd gpus": ["train", M, "--gpus", "10000000000"],
+    # found by probing every command's numeric and text arguments (issue 18)
+    "offload: 1e308GiB": ["offload", "llama-3-8b", "--gpu-memory", "1e308GiB", "--cpu-memory", "1GiB"],
+    "offload: infinite cpu budget": ["offload", M, "--gpu-memory", "1GiB", "--cpu-memory", "infGiB"],
+    "offload: 400-digit budget": ["offload", M, "--gpu-memory", "9" * 400 + "B", "--cpu-memory", "1GiB"],
+    "offload: NaN budget": ["offload", M, "--gpu-memory", "nanGiB", "--cpu-memory", "1GiB"],
+    "offload: empty gpu": ["offload", M, "--gpu-memory", "1GiB", "--cpu-memory", "1GiB", "--gpu", ""],
+    "estimate: 300-character name": ["estimate", "x" * 300],
+    "estimate: 5000-character name": ["estimate", "a/" + "b" * 5000],
+    "estimate: unknown home directory": ["estimate", "~nosuchuser123/config.json"],
+    "estimate: a device as config": ["estimate", "/dev/zero"],
+    "estimate: empty gpu": ["estimate", M, "--gpu", ""],
+    "estimate: blank dtype": ["estimate", M, "--dtypes", " "],
+    "speed: 300-character name": ["speed", "x" * 300, "--gpu", "h100"],
+    "speed: empty gpu": ["speed", M, "--gpu", ""],
+    "speed: negative prompt": ["speed", M, "--gpu", "h100", "--prompt", "-1"],
+    "speed: no new tokens": ["speed", M, "--gpu", "h100", "--new-tokens", "0"],
+    "speed: 400-digit batch": ["speed", M, "--gpu", "h100", "--batches", "9" * 400],
+    "speed: infinite prompt": ["speed", M, "--gpu", "h100", "--prompt", "inf"],
+    "inference: new tokens with a context": ["inference", M, "--batch", "1", "--context", "10", "--new-tokens", "-1"],
+    "inference: empty kv dtype": ["inference", M, "--batch", "1", "--context", "10", "--kv-dtype", ""],
+    "inference: 1e309 context": ["inference", M, "--batch", "1", "--context", "1e309"],
+    "tensor-parallel: empty gpu": ["tensor-parallel", M, "--degree", "2", "--gpu", ""],
+    "pipeline: 400-digit micro-batches": ["pipeline", M, "--gpus", "2", "--micro-batches", "9" * 400],
+    "data-parallel: 300-character name": ["data-parallel", "x" * 300, "--gpu", "h100", "--samples", "10"],
+    "train: 300-character name": ["train", "x" * 300],
+    "train: 400-digit sequence": ["train", M, "--sequence", "9" * 400],
+    "quantize: 300-character name": ["quantize", "x" * 300],
+    "safetensors: 300-character id": ["safetensors", "x" * 300],
+    "accuracy: no such results folder": ["accuracy", "--results", "/no/such/folder"],
+    "accuracy: 300-character folder": ["accuracy", "--results", "x" * 300],
 }
 
 
@@ -54,3 +84,19 @@ def test_hostile_command_lines_get_one_clear_line(args):
     assert "Traceback" not in out.stderr and "Traceback" not in out.stdout
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+
+
+def test_a_config_of_a_hundred_million_labels_is_one_line(tmp_path):
+    """The probe's 800-byte config.json: 207 s and 22.7 GB before; refused at once now."""
+    import json
+    import time
+
+    from calculator import catalog
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**catalog.config("bert-base-cased"), "architectures": ["BertForSequenceClassification"],
+                                "num_labels": 100_000_000}))
+    start = time.perf_counter()
+    out = cli("estimate", str(path))
+    assert time.perf_counter() - start < 20
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "num_labels" in out.stderr

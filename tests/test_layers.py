@@ -22,6 +22,7 @@ SEAM_USERS = {
     "calculator.model": "the seam itself",
     "calculator.catalog": "refreshing the bundled counts is the counter's own batch job",
     "calculator.offload": "accelerate's placement needs the built meta model, not its count",
+    "calculator.build_worker": "the process in which the seam builds a reader's config (issue 18)",
     "calculator.commands.safetensors": "the `safetensors` command reads a local file's header",
 }
 

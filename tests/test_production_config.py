@@ -16,6 +16,15 @@ def test_production_settings():
     assert config["browser"]["gatherUsageStats"] is False
     assert client["showErrorDetails"] == "none"  # never a traceback in the page
     assert server["fileWatcherType"] == "none" and server["runOnSave"] is False
+    assert server["address"] == "127.0.0.1"  # loopback: readers come through the reverse proxy
+
+
+def test_streamlit_serves_the_guides_web_app():
+    """`streamlit run Home.py` finds the st.App of Home.py (guide/http.py's rules) and serves it."""
+    from streamlit.web.server.app_discovery import discover_asgi_app
+
+    found = discover_asgi_app(ROOT / "Home.py")
+    assert found.is_asgi_app and found.app_name == "app"
 
 
 def test_streamlit_reads_them():

@@ -33,8 +33,8 @@ def url_form(at, key: str) -> str | None:
         if finder == at.multiselect:
             return "&".join(widget.options[i] for i in widget.indices)
         if finder == at.selectbox or finder == at.radio:
-            if widget.index is None:
-                return None  # empty: the page's case
+            if widget.value is None:
+                return None  # empty: the page's case (a typed model is a value beside the options)
             # what the URL holds: the stable value (a label in the reader's language is only shown)
             forms = {p.key: p.form for w in registry().values() for p in w.params}
             return forms.get(key, str)(widget.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from ..errors import CalculatorError
 from ..units import GB, GIB, format_bytes
@@ -42,9 +43,11 @@ def resolve_model(args, model_class: str = "auto"):
 
 
 def find_gpu(key: str | None):
+    """The card an option names; None when the option was left out (an empty name is an
+    unknown GPU, not "no GPU")."""
     from ..gpus import gpu
 
-    return gpu(key) if key else None
+    return gpu(key) if key is not None else None
 
 
 def sizer(units: str):
@@ -64,17 +67,23 @@ def print_json(data: dict) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+MAX_SIZE_BYTES = 2**60  # an exbibyte: far above any memory, far below what overflows
+
+
 def parse_size(text: str, name: str) -> int:
-    """'20GiB', '64 GB', '512MiB' -> bytes."""
+    """'20GiB', '64 GB', '512MiB' -> bytes. Not a number, negative, infinite or absurd
+    (1e308GiB, 400 digits): refused."""
     value = str(text).strip()
     for suffix, factor in (("GiB", GIB), ("MiB", 2**20), ("GB", GB), ("MB", 10**6), ("B", 1)):
         if value.endswith(suffix):
             number = value[: -len(suffix)].strip()
+            if len(number) > 40:
+                break
             try:
                 size = float(number) * factor
             except ValueError:
                 break
-            if size >= 0:
+            if math.isfinite(size) and 0 <= size <= MAX_SIZE_BYTES:
                 return int(size)
             break
     raise CalculatorError("bad_size_text", name=name, value=value[:30])

@@ -24,6 +24,14 @@ RESULTS_DIR = Path(__file__).resolve().parents[2] / "bench" / "results"
 def run(args) -> int:
     from ..accuracy import latest_runs, summarize
 
+    from ..errors import CalculatorError
+
+    try:
+        folder = args.results.is_dir()
+    except (OSError, ValueError):
+        folder = False
+    if not folder:
+        raise CalculatorError("results_folder_missing", path=str(args.results)[:80])
     runs = latest_runs(args.results)
     if args.json:
         print_json({"runs": [{"file": run.path.name, "started": run.started, "complete": run.complete,

@@ -45,8 +45,8 @@ def run(args) -> int:
     from ..errors import CalculatorError
     from ..inference import inference_memory, largest_batch, largest_context
 
-    if (args.context is None) == (args.prompt is None):
-        raise CalculatorError("context_or_prompt")
+    if (args.context is None) == (args.prompt is None) or (args.context is not None and args.new_tokens):
+        raise CalculatorError("context_or_prompt")  # --new-tokens goes with --prompt only
     card = find_gpu(args.gpu)
     model = resolve_model(args)
     options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": args.mode,

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from calculator.messages import text
+from guide import url_values
 from guide.chapters import CHAPTERS
 from guide.format import escape_markdown
 from guide.markdown import localize_links
@@ -94,7 +95,7 @@ def render_widget(name: str, ctx: Context) -> None:
     ctx = replace(ctx, keys=tuple(p.key for p in widget.params))
     with st.container(border=True, key=f"widget-{name}"):
         notice = st.empty()
-        sent = {p.key: st.query_params.get_all(p.key) for p in widget.params}
+        sent = {p.key: url_values.sent(p.key) for p in widget.params}  # refused values included
         forms = {p.key: p.form for p in widget.params}
         st.fragment(_guarded(widget.render))(ctx)
         refused = [(key, raw) for key, raw in sent.items() if raw and not _url_value_taken(key, raw, forms[key])]
@@ -164,5 +165,5 @@ def share_box(ctx: Context, note: str | None = None) -> None:
 
 def show_error(ctx: Context, error) -> None:
     """A calculator's refusal in the reader's language, with what they typed as plain text."""
-    params = {key: escape_markdown(value, 400) for key, value in error.params.items()}
+    params = {key: escape_markdown(value, 400) for key, value in error.shown_params(ctx.lang).items()}
     st.error(ctx.t(f"error.{error.code}", **params), icon=":material/error:")

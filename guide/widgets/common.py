@@ -130,7 +130,7 @@ def _local_model(ctx: Context, name: str, fallback: Model, headers: bool = False
                         progress=lambda step, repo: st.spinner(ctx.t(f"model_source.{step}", name=escape_markdown(repo),
                                                                      repo=escape_markdown(repo)), show_time=True))
     except CalculatorError as error:
-        params = {k: escape_markdown(v, 160) for k, v in error.params.items()}
+        params = {k: escape_markdown(v, 160) for k, v in error.shown_params(ctx.lang).items()}
         st.error(ctx.t(f"error.{error.code}", **params), icon=":material/error:")
         return fallback
     if model.spec is None and not headers:  # only its safetensors headers count it: a calculator needs its shape

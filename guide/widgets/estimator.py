@@ -27,9 +27,6 @@ OTHER_GPUS = ("a100-80gb",)  # compared with the case's GPU unless the reader pi
 
 def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "es_model"}, legacy={"model": "es_hub"}, headers=True)
-    if inputs.failed:  # the model asked for could not be read: its message is shown, no other table
-        share_box(ctx)
-        return
     cards = gpus()
     c1, c2 = st.columns(2)
     dtypes = c1.multiselect(ctx.t("estimator.dtypes"), list(DTYPES), default=list(DEFAULT_DTYPES), key="es_dtypes",
@@ -40,6 +37,9 @@ def render(ctx: Context) -> None:
                             help=ctx.t("estimator.gpus_help", gpu=inputs.card.name), wrap=True)
     base = st.checkbox(ctx.t("estimator.base"), value=False, key="es_base", bind="query-params",
                        help=ctx.t("estimator.base_help"))
+    if inputs.failed:  # the model asked for could not be read: its message is shown, no table
+        share_box(ctx)
+        return
     counted = counted_model(ctx, inputs)
     counted = with_class(ctx, counted, "base" if base else "auto") if counted is not None else None
     if counted is not None:

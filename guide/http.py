@@ -1,0 +1,136 @@
+"""What the guide's web server does before Streamlit answers (an ASGI middleware).
+
+`streamlit run Home.py` finds the `st.App` that Home.py makes with this middleware and serves
+it (Streamlit's own server, in its ASGI mode); each reader's page then runs Home.py as before.
+
+- Unknown paths of more than one segment (`/estimator/extra`, `/a/b/c`): Streamlit would send
+  its page there, whose asset URLs are relative (`./static/...`): they resolve under the
+  unknown path, come back as that page again, and the reader sees a blank page. They are
+  redirected to the one-segment path that names them (`/estimator%2Fextra`), where Streamlit
+  serves the home page and the guide says "no such page" in the reader's language
+  (guide/app.py).
+- `/_stcore/metrics` answers only a direct request from this machine: not through a proxy
+  (a forwarding header), not from another host.
+- Every answer carries the security headers of SECURITY_HEADERS (README, "Running it for a
+  team", gives the same to a reverse proxy): a Content-Security-Policy that lets the guide's
+  own scripts run and nothing from elsewhere, no framing but by the guide itself (or the
+  origins of GUIDE_FRAME_ANCESTORS, such as https://huggingface.co for a Space), nosniff, and
+  a referrer policy.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+
+# Streamlit's own routes (first path segment): never redirected.
+STREAMLIT_PREFIXES = frozenset({"_stcore", "static", "media", "component", "app", "auth", "oauth2callback"})
+FORWARDING_HEADERS = (b"x-forwarded-for", b"forwarded", b"x-real-ip")
+
+
+def content_security_policy(frame_ancestors: str = "'self'") -> str:
+    """What Streamlit and the guide need, found by reading every chapter in a browser with
+    the policy on (tests/test_browser_security.py fails on any violation): Streamlit's page
+    starts with an inline script and the guide's scripts are inline (st.html), so
+    'unsafe-inline' for scripts; Streamlit decodes its messages with WebAssembly, so
+    'wasm-unsafe-eval' (not 'unsafe-eval': nothing calls eval); styles are set inline;
+    images and fonts come from the guide itself or data:/blob: URLs, but for the tab's icon,
+    a Material Symbol Streamlit fetches from fonts.gstatic.com; the websocket goes back to
+    the same host ('self' covers ws: and wss: there); nothing else comes from elsewhere."""
+    return "; ".join([
+        "default-src 'self'",
+        "script-src 'self' 'unsafe-inline' 'wasm-unsafe-eval'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob: https://fonts.gstatic.com",  # the tab's icon (a Material Symbol)
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        "worker-src 'self' blob:",
+        "frame-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        f"frame-ancestors {frame_ancestors}",
+    ])
+
+
+def security_headers(frame_ancestors: str | None = None) -> dict[str, str]:
+    ancestors = (frame_ancestors if frame_ancestors is not None
+                 else os.environ.get("GUIDE_FRAME_ANCESTORS", "").strip()) or "'self'"
+    headers = {
+        "Content-Security-Policy": content_security_policy(ancestors),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "strict-origin-when-cross-origin",
+        "Permissions-Policy": "camera=(), microphone=(), geolocation=()",
+    }
+    if ancestors == "'self'":
+        headers["X-Frame-Options"] = "SAMEORIGIN"  # for browsers without frame-ancestors
+    return headers
+
+
+SECURITY_HEADERS = security_headers("'self'")
+
+
+def _loopback(host: str) -> bool:
+    """127.0.0.1, ::1, or 127.0.0.1 as a dual-stack socket reports it (::ffff:127.0.0.1)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost"
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def _base_path() -> str:
+    try:
+        from streamlit import config
+
+        base = (config.get_option("server.baseUrlPath") or "").strip("/")
+    except Exception:
+        base = ""
+    return f"/{base}" if base else ""
+
+
+class GuideMiddleware:
+    """The rules above, around Streamlit's ASGI app."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in security_headers().items()]
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = scope.get("raw_path") or scope.get("path", "").encode("latin-1")
+        path = raw.decode("latin-1").split("?", 1)[0]
+        base = _base_path()
+        inner = path[len(base):] if base and path.startswith(base) else path
+        segments = [s for s in inner.split("/") if s]
+        if segments[-1:] == ["metrics"] and segments[:1] == ["_stcore"] and not self._local(scope):
+            await self._answer(send, 404, b"Not Found")
+            return
+        if (scope["method"] in ("GET", "HEAD") and len(segments) > 1
+                and not any(s in STREAMLIT_PREFIXES or s.startswith("_stcore") for s in segments)):
+            query = scope.get("query_string", b"").decode("latin-1")
+            target = f"{base}/{'%2F'.join(segments)}" + (f"?{query}" if query else "")
+            await self._answer(send, 302, b"", [(b"location", target.encode("latin-1"))])
+            return
+
+        async def with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                message["headers"] = [*message.get("headers", []), *(h for h in self.headers if h[0] not in present)]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+    @staticmethod
+    def _local(scope) -> bool:
+        forwarded = any(name.lower() in FORWARDING_HEADERS for name, _ in scope.get("headers", []))
+        return _loopback((scope.get("client") or ("", 0))[0]) and not forwarded
+
+    async def _answer(self, send, status: int, body: bytes, extra: list | None = None) -> None:
+        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+                   (b"cache-control", b"no-cache"), *self.headers, *(extra or [])]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

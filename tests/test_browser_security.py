@@ -1,0 +1,189 @@
+"""Hostile input against the running guide, in a real browser (issue 18): a config too large
+to build while another reader keeps working, links with numbers no field can hold, unknown
+paths of any depth, the headers every answer carries, and the page's language."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from calculator import catalog
+from guide import chapters
+from guide.markdown import Heading, parse
+from tests.browser import GuideServer, heading_in_view, open_url, wait_for_page, wait_for_widget_text
+
+pytestmark = pytest.mark.browser
+BUILD_SECONDS = 5
+VIOLATIONS = """
+window.__csp = [];
+document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+"""
+
+
+@pytest.fixture(scope="module")
+def server():
+    guide = GuideServer({"CALCULATOR_BUILD_SECONDS": str(BUILD_SECONDS)}).wait()
+    yield guide
+    guide.stop()
+
+
+def tree_rss(pid: int) -> tuple[int, int]:
+    """Resident bytes of a process, and of it with all its children (build workers are
+    started from the script threads: each thread has its own list of children)."""
+    def rss(p) -> int:
+        try:
+            return int(Path(f"/proc/{p}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            return 0
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    own = rss(pid)
+    return own, own + sum(rss(c) for c in children)
+
+
+def last_heading(slug: str, lang: str) -> str:
+    chapter = chapters.by_slug(slug)
+    return [b for b in parse(chapter.content_path(lang).read_text()) if isinstance(b, Heading) and b.level <= 2][-1].anchor
+
+
+def upload(page, path: Path) -> None:
+    page.locator(".st-key-widget-estimator [data-testid='stFileUploaderDropzoneInput']").set_input_files(str(path))
+
+
+def test_a_config_too_large_to_build_while_another_reader_works(server, browser, tmp_path):
+    """The estimator builds an uploaded config in a worker, within a time limit: past it, the
+    reader is told in their language; meanwhile another reader's calculator answers at once,
+    and the server's memory stays far below a gigabyte."""
+    from tests.test_build_worker import many_experts
+
+    deep = tmp_path / "experts.json"
+    deep.write_text(json.dumps(many_experts()))
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({**catalog.config("bert-base-cased"), "architectures": ["BertForSequenceClassification"],
+                                  "num_labels": 100_000_000}))
+    peaks = {"own": 0, "tree": 0}
+    before_own, before_tree = tree_rss(server.process.pid)
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            own, tree = tree_rss(server.process.pid)
+            peaks["own"], peaks["tree"] = max(peaks["own"], own), max(peaks["tree"], tree)
+            stop.wait(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    first = browser.new_context(viewport={"width": 1280, "height": 1000})
+    second = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        uploader, reader = first.new_page(), second.new_page()
+        open_url(uploader, f"{server.url}/estimator?lang=fr")
+        open_url(reader, f"{server.url}/slow-model?lang=en")
+        box = reader.locator(".st-key-bs_prompt input")
+        box.wait_for()
+        # A config every static check allows, whose build takes longer than the limit.
+        upload(uploader, deep)
+        started = time.perf_counter()
+        time.sleep(0.5)
+        box.fill("3000")
+        box.press("Enter")
+        wait_for_widget_text(reader, "batch-size", "3,256")  # 3,000 + 256 new tokens
+        answered = time.perf_counter() - started
+        wait_for_widget_text(uploader, "estimator", "trop grande pour être construite", timeout=120_000)
+        refused = time.perf_counter() - started
+        assert answered < refused and answered < BUILD_SECONDS, (answered, refused)
+        # The probe's 10^8-label config: refused before anything is built.
+        uploader.locator(".st-key-widget-estimator [data-testid='stFileChipDeleteBtn']").click()
+        start = time.perf_counter()
+        upload(uploader, labels)
+        wait_for_widget_text(uploader, "estimator", "num_labels", timeout=20_000)
+        assert time.perf_counter() - start < 20
+        assert uploader.locator("[data-testid='stException']").count() == 0
+    finally:
+        stop.set()
+        sampler.join()
+        first.close()
+        second.close()
+    assert peaks["own"] < 2**30, peaks
+    assert peaks["tree"] - before_tree < 2**30, (before_tree, peaks)
+
+
+HOSTILE_LINKS = [
+    ("oom", "fr", "cm_batch", "inf", "batch-size"),
+    ("fine-tuning", "fr", "tm_batch", "1e309", "training-memory"),
+    ("cpu-offloading", "en", "om_gpu_gib", "inf", "device-map"),
+    ("slow-model", "en", "bs_prompt", "9" * 400, "batch-size"),
+    ("slow-model", "fr", "bs_prompt", "-inf", "batch-size"),
+    ("oom", "en", "batch", "1e309", "context-length"),
+]
+
+
+@pytest.mark.parametrize("slug,lang,key,value,anchor", HOSTILE_LINKS,
+                         ids=[f"{s}-{lang}-{k}-{v[:8]}" for s, lang, k, v, _ in HOSTILE_LINKS])
+def test_a_link_with_a_number_no_field_holds_lands_on_its_section(server, page, slug, lang, key, value, anchor):
+    open_url(page, f"{server.url}/{slug}?lang={lang}&{key}={value}#{anchor}")
+    assert heading_in_view(page, anchor), page.url
+    page.wait_for_function("(k) => !new URL(location.href).searchParams.has(k)", arg=key, timeout=10_000)
+    assert page.url.endswith(f"#{anchor}") and f"lang={lang}" in page.url
+    notice = {"en": "which this calculator cannot use", "fr": "que ce calculateur ne peut pas utiliser"}[lang]
+    page.wait_for_function("(t) => document.querySelector(\"[data-testid='stMain']\").innerText.includes(t)",
+                           arg=notice, timeout=60_000)  # drawn once the widget has run
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert page.locator(f"[id='{last_heading(slug, lang)}']").count() == 1  # drawn to its end
+    assert page.evaluate("document.documentElement.lang") == lang
+
+
+@pytest.mark.parametrize("path,lang,shown", [("estimator/extra", "fr", "« estimator/extra »"),
+                                              ("a/b/c", "en", "'a/b/c'"),
+                                              ("slow-model/batch-size/x", "fr", "« slow-model/batch-size/x »")])
+def test_unknown_paths_of_any_depth_show_the_home_page_and_say_so(server, page, path, lang, shown):
+    open_url(page, f"{server.url}/?lang={lang}")  # the first visit of a session
+    open_url(page, f"{server.url}/{path}?lang={lang}")
+    warning = page.locator("[data-testid='stAlertContentWarning']").first
+    warning.wait_for()
+    assert shown in warning.inner_text()
+    assert page.locator("h1").first.inner_text() == chapters.HOME.title(lang)
+    assert page.evaluate("document.documentElement.lang") == lang
+
+
+def test_every_chapter_runs_under_the_content_security_policy(server, page):
+    page.context.add_init_script(VIOLATIONS)
+    for index, chapter in enumerate(chapters.CHAPTERS):
+        lang = ("en", "fr")[index % 2]
+        with page.expect_response(re.compile(rf"/{chapter.slug}\?")) as answer:
+            page.goto(f"{server.url}/{chapter.slug}?lang={lang}")
+        headers = answer.value.headers
+        assert "frame-ancestors 'self'" in headers["content-security-policy"]
+        assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"]
+        wait_for_page(page, 60_000)
+        page.wait_for_function("() => window.__guideFrame === true", timeout=10_000)  # the guide's own script ran
+        assert page.evaluate("window.__csp") == [], chapter.slug
+        assert page.evaluate("document.documentElement.lang") == lang
+
+
+def test_french_and_english_pages_declare_their_language(server, page):
+    open_url(page, f"{server.url}/oom?lang=fr")
+    assert page.evaluate("document.documentElement.lang") == "fr"
+    page.locator("a[data-guide-lang='en']").first.click()  # the language switch
+    page.wait_for_function("() => document.documentElement.lang === 'en'", timeout=20_000)
+
+
+def test_the_metrics_are_not_served_through_a_proxy(server):
+    with urllib.request.urlopen(f"{server.url}/_stcore/metrics", timeout=10) as direct:
+        assert direct.status == 200
+    proxied = urllib.request.Request(f"{server.url}/_stcore/metrics", headers={"X-Forwarded-For": "203.0.113.9"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(proxied, timeout=10)
+    assert refused.value.code == 404

@@ -1,0 +1,72 @@
+"""The guide's HTTP rules (guide/http.py), driven as ASGI calls: unknown deep paths are sent
+to the page that says so, the metrics stay on this machine, every answer carries the
+security headers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from guide.http import GuideMiddleware, content_security_policy, security_headers
+
+
+def call(path: str, client: str = "127.0.0.1", headers: list | None = None, method: str = "GET",
+         query: bytes = b"") -> tuple[int, dict]:
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
+        await send({"type": "http.response.body", "body": b"streamlit"})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": query,
+             "client": (client, 40000), "headers": headers or []}
+    asyncio.run(GuideMiddleware(app)(scope, None, send))
+    start = sent[0]
+    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}
+
+
+@pytest.mark.parametrize("path,target", [
+    ("/estimator/extra", "/estimator%2Fextra?lang=fr"),
+    ("/a/b/c", "/a%2Fb%2Fc?lang=fr"),
+    ("/slow-model/batch-size/", "/slow-model%2Fbatch-size?lang=fr"),
+])
+def test_unknown_deep_paths_go_to_the_page_that_says_so(path, target):
+    status, headers = call(path, query=b"lang=fr")
+    assert status == 302 and headers["location"] == target
+
+
+@pytest.mark.parametrize("path", ["/", "/estimator", "/static/js/index.js", "/_stcore/health", "/_stcore/stream",
+                                  "/media/abc.png", "/component/x/y", "/estimator/_stcore/health", "/estimator%2Fextra"])
+def test_streamlit_s_own_paths_and_pages_pass(path):
+    status, headers = call(path)
+    assert status == 200 and headers["content-security-policy"] == content_security_policy()
+
+
+def test_only_a_direct_local_request_reads_the_metrics():
+    assert call("/_stcore/metrics")[0] == 200
+    assert call("/_stcore/metrics", client="::ffff:127.0.0.1")[0] == 200
+    assert call("/_stcore/metrics", client="::1")[0] == 200
+    assert call("/_stcore/metrics", client="203.0.113.9")[0] == 404
+    assert call("/_stcore/metrics", headers=[(b"x-forwarded-for", b"203.0.113.9")])[0] == 404
+    assert call("/_stcore/metrics", headers=[(b"forwarded", b"for=203.0.113.9")])[0] == 404
+
+
+def test_the_security_headers():
+    headers = security_headers("'self'")
+    policy = headers["Content-Security-Policy"]
+    assert "script-src 'self' 'unsafe-inline' 'wasm-unsafe-eval'" in policy and "'unsafe-eval'" not in policy
+    assert "frame-ancestors 'self'" in policy and "object-src 'none'" in policy
+    assert headers["X-Content-Type-Options"] == "nosniff" and headers["X-Frame-Options"] == "SAMEORIGIN"
+    space = security_headers("https://huggingface.co")
+    assert "frame-ancestors https://huggingface.co" in space["Content-Security-Policy"]
+    assert "X-Frame-Options" not in space  # it cannot name another origin
+
+
+def test_the_readme_gives_the_proxy_the_same_policy():
+    from tests.conftest import ROOT
+
+    assert content_security_policy() in (ROOT / "README.md").read_text()
