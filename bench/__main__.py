@@ -3,7 +3,8 @@
 import importlib
 import sys
 
-BENCHMARKS = ["engine", "browser", "estimator", "big_models", "training", "activations", "accuracy", "load", "serving"]
+BENCHMARKS = ["engine", "browser", "estimator", "big_models", "training", "activations", "accuracy", "load", "serving",
+              "published"]
 
 for name in sys.argv[1:] or BENCHMARKS:
     importlib.import_module(f"bench.{name}").main()
