@@ -137,3 +137,16 @@ def test_autocast_weight_copies_outlive_full_checkpointing_until_the_forward_end
                                    + memory.activations_bytes)
     assert memory.peak_moment.startswith("end of the forward")
     assert abs(copies - 2 * matrices) <= 2 * 24
+
+
+def test_the_page_and_the_readme_show_todays_table(results):
+    """The estimator's accuracy section and the README quote the summary: rerun
+    python -m bench published and copy its table when this fails."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "content" / "en" / "estimator.md").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    for line in published.summary(results).splitlines()[2:]:
+        assert line in readme, line
+        assert line.replace("judged rows", "judged") in page, line
