@@ -18,7 +18,7 @@ import streamlit as st
 from calculator import catalog
 from calculator.meta import count_config
 from calculator.units import format_bytes, format_count
-from guide.widgets.model_source import MAX_UPLOAD_BYTES
+from calculator.model import MAX_UPLOAD_BYTES
 from tests.apptest import open_page
 from tests.conftest import load_test_config
 from tests.test_cli import cli

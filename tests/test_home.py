@@ -17,7 +17,8 @@ def test_quick_check_says_whether_it_fits_in_both_languages():
     en = home(lang="en")
     fr = home(lang="fr")
     assert not en.exception and not fr.exception
-    assert "fits" in en.success[0].value and "tient" in fr.success[0].value
+    assert "loads on the NVIDIA GeForce RTX 4090" in en.success[0].value
+    assert "se charge sur" in fr.success[0].value
     assert en.metric[1].value == "14.96 GiB" and fr.metric[1].value == "14,96 Gio"
 
 

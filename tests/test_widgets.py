@@ -8,7 +8,7 @@ import pytest
 
 from guide import chapters
 from guide.markdown import parse, widget_names
-from guide.widgets import URL_FORMS, registry
+from guide.widgets import registry
 from tests.apptest import fingerprint, open_page
 
 WIDGETS = sorted(registry())
@@ -36,7 +36,8 @@ def url_form(at, key: str) -> str | None:
             if widget.index is None:
                 return None  # empty: the page's case
             # what the URL holds: the stable value (a label in the reader's language is only shown)
-            return URL_FORMS.get(key, str)(widget.value)
+            forms = {p.key: p.form for w in registry().values() for p in w.params}
+            return forms.get(key, str)(widget.value)
         if finder == at.checkbox:
             return "true" if widget.value else "false"
         value = widget.value

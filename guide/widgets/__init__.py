@@ -9,7 +9,7 @@ both languages. One parametrised test exercises every widget (tests/test_widgets
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 import importlib
 import pkgutil
@@ -36,6 +36,20 @@ class Param:
     key: str
     example: str
     given: tuple[tuple[str, str], ...] = ()
+    # How the widget's value is written in the URL when that is not str(value): a GPU picker
+    # holds a catalog key and shows (and writes) the card's name.
+    form: Callable[[object], str] = str
+
+
+def gpu_name(key: object) -> str:
+    from calculator.gpus import gpus
+
+    return gpus()[key].name
+
+
+def gpu_param(key: str, example: str, given: tuple[tuple[str, str], ...] = ()) -> Param:
+    """A GPU picker's parameter: the URL holds the card's name (NVIDIA L4), the widget its key."""
+    return Param(key, example, given, form=gpu_name)
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,7 @@ class Context:
     slug: str
     anchor: str  # the section the widget sits in: its share link lands there
     case: object | None = None  # the chapter's case (guide.case.ResolvedCase), when it has one
+    keys: tuple[str, ...] = ()  # the widget's URL parameters (its WIDGET.params), for its share link
 
     def t(self, key: str, /, **params: object) -> str:
         """A UI string in the reader's language; its links to chapters keep that language and
@@ -72,27 +87,24 @@ def registry() -> dict[str, Widget]:
     return found
 
 
-# How a bound widget's value is written in the URL when that is not str(value): the pickers
-# that show a model id or a GPU name for a catalog key register their format here.
-URL_FORMS: dict[str, Callable[[object], str]] = {}
-
-
 def render_widget(name: str, ctx: Context) -> None:
     widget = registry().get(name)
     if widget is None:
         raise KeyError(f"no widget named {name!r}")
+    ctx = replace(ctx, keys=tuple(p.key for p in widget.params))
     with st.container(border=True, key=f"widget-{name}"):
         notice = st.empty()
         sent = {p.key: st.query_params.get_all(p.key) for p in widget.params}
+        forms = {p.key: p.form for p in widget.params}
         st.fragment(widget.render)(ctx)
-        refused = [(key, raw) for key, raw in sent.items() if raw and not _url_value_taken(key, raw)]
+        refused = [(key, raw) for key, raw in sent.items() if raw and not _url_value_taken(key, raw, forms[key])]
         if refused:
             notice.warning(" ".join(
                 ctx.t("frame.bad_url_value", param=escape_markdown(key, 40), value=escape_markdown(", ".join(raw), 60))
                 for key, raw in refused))
 
 
-def _url_value_taken(key: str, raw: list[str]) -> bool:
+def _url_value_taken(key: str, raw: list[str], form: Callable[[object], str] = str) -> bool:
     """Whether the widget took the value the link gave it. Streamlit quietly drops a value it
     cannot use (text in a number, an unknown option) or clamps it (a batch of 1e30), and
     falls back to the default; the reader must be told."""
@@ -101,7 +113,6 @@ def _url_value_taken(key: str, raw: list[str]) -> bool:
     value = st.session_state[key]
     if value is None:  # an input left empty (the page's case): the link's value was not an option
         return not raw[-1].strip()
-    form = URL_FORMS.get(key, str)
     if isinstance(value, (list, tuple)):
         return sorted(form(v) for v in value) == sorted(raw)
     if isinstance(value, bool):
@@ -126,10 +137,17 @@ def share_url(ctx: Context, keys: list[str] | tuple[str, ...]) -> str:
     return f"{base}?{urlencode(pairs)}#{ctx.anchor}"
 
 
-def share_box(ctx: Context, keys: list[str] | tuple[str, ...], note: str | None = None) -> None:
-    """The link that reopens this calculation; `note` says what it cannot carry (a file)."""
+def share_box(ctx: Context, note: str | None = None) -> None:
+    """The link that reopens this calculation (the case and the widget's parameters); `note`
+    says what it cannot carry (a file)."""
     with st.popover(ctx.t("frame.share"), icon=":material/share:"):
         st.caption(ctx.t("frame.share_help"))
         if note:
             st.warning(note, icon=":material/info:")
-        st.code(share_url(ctx, keys), language=None, wrap_lines=True)
+        st.code(share_url(ctx, ctx.keys), language=None, wrap_lines=True)
+
+
+def show_error(ctx: Context, error) -> None:
+    """A calculator's refusal in the reader's language, with what they typed as plain text."""
+    params = {key: escape_markdown(value, 400) for key, value in error.params.items()}
+    st.error(ctx.t(f"error.{error.code}", **params), icon=":material/error:")

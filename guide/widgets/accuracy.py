@@ -13,7 +13,6 @@ from guide.charts import base_layout
 from guide.format import format_bytes, format_number, format_percent
 from guide.widgets import Context, Param, Widget, share_box
 
-KEYS = ("acc_load", "acc_inference", "acc_training", "acc_check")
 MIB = 2**20
 COLORS = {"load": "#3366cc", "inference": "#ff9900", "training": "#109618"}
 SYMBOLS = {"development": "circle", "check": "diamond"}
@@ -150,7 +149,7 @@ def render(ctx: Context) -> None:
         st.dataframe(rows_table(ctx, run, rows), hide_index=True)
     if all(run.device_type != "cuda" for run in runs):
         st.info(ctx.t("accuracy.no_gpu"), icon=":material/developer_board:")
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(

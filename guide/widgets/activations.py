@@ -15,10 +15,9 @@ from calculator.training import ATTENTION, CHECKPOINTING, activation_model, kort
     largest_micro_batch, training_memory
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.training_inputs import positions_note, show_error, softcap_caveat, training_case
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets.training_inputs import positions_note, softcap_caveat, training_case
 
-KEYS = ("ac_model", "ac_gpu", "ac_precision", "ac_method", "ac_batch", "ac_sequence", "ac_attention")
 
 
 def sequence_lengths(chosen: int, limit: int) -> list[int]:
@@ -41,7 +40,7 @@ def render(ctx: Context) -> None:
                                  attention=attention)
     model, gpu, batch, sequence = inputs.model, inputs.card, base.micro_batch, base.sequence
     if positions_note(ctx, model, sequence):
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     budget = Budget(gpu)
     traits = model.traits
@@ -50,7 +49,7 @@ def render(ctx: Context) -> None:
                   for mode in CHECKPOINTING}
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     lengths = sequence_lengths(sequence, model.spec.max_positions)
     fig = go.Figure()
@@ -87,13 +86,13 @@ def render(ctx: Context) -> None:
                      ours=format_bytes(layer.layer_tensors_bytes, lang),
                      logits=format_bytes(layer.loss_saved, lang)))
     softcap_caveat(ctx, model)
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="activations",
     render=render,
-    params=(Param("ac_model", "google/gemma-2-9b"), Param("ac_gpu", "NVIDIA H200 SXM"), Param("ac_precision", "float32"),
+    params=(Param("ac_model", "google/gemma-2-9b"), gpu_param("ac_gpu", "NVIDIA H200 SXM"), Param("ac_precision", "float32"),
             Param("ac_method", "full"), Param("ac_batch", "2"), Param("ac_sequence", "8192"),
             Param("ac_attention", "eager")),
 )

@@ -12,10 +12,9 @@ from calculator.inference import can_generate, inference_memory, largest_batch
 from calculator.speed import decode_step, forward_pass, generation
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs, readings_row, tight
 
-KEYS = ("bs_model", "bs_gpu", "bs_dtype", "bs_prompt", "bs_new")
 
 
 def batch_sizes(largest: int, chosen: int = 1) -> list[int]:
@@ -62,7 +61,7 @@ def render(ctx: Context) -> None:
         _speed_table(ctx, model, gpu, dtype, inputs.prompt, inputs.new_tokens, sizes, largest)
     else:
         _forward_table(ctx, model, gpu, dtype, inputs.prompt, sizes, largest)
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 def _speed_table(ctx: Context, model, gpu, dtype: str, prompt: int, new: int, sizes: list[int], largest: int) -> None:
@@ -108,6 +107,6 @@ def _forward_table(ctx: Context, model, gpu, dtype: str, tokens: int, sizes: lis
 WIDGET = Widget(
     name="batch-size",
     render=render,
-    params=(Param("bs_model", "mistralai/Mistral-7B-v0.1"), Param("bs_gpu", "NVIDIA A100 80GB SXM"),
+    params=(Param("bs_model", "mistralai/Mistral-7B-v0.1"), gpu_param("bs_gpu", "NVIDIA A100 80GB SXM"),
             Param("bs_dtype", "int4"), Param("bs_prompt", "4096"), Param("bs_new", "64")),
 )

@@ -10,11 +10,7 @@ from calculator import catalog
 from calculator.model import Model, catalog_model
 from calculator.gpus import Gpu, gpus
 from calculator.precision import DTYPES
-from guide.widgets import URL_FORMS, Context
-
-
-def gpu_name(key: str) -> str:
-    return gpus()[key].name
+from guide.widgets import Context, gpu_name
 
 
 def tokens_input(ctx: Context, label_key: str, key: str, default: int, low: int = 1, high: int = 1_048_576,
@@ -99,13 +95,11 @@ def _override(ctx: Context, name: str, key: str, current, dtypes):
     same = ctx.t("case.same_as_page")
     if name == "model":
         ids = [entry.id for entry in catalog.entries()]
-        URL_FORMS[key] = str
         return st.selectbox(ctx.t("common.model"), ids, index=None, key=key, bind="query-params",
                             accept_new_options=True, placeholder=f"{same} {current.name}",
                             help=ctx.t("case.local_model_help"))
     if name == "gpu":
         cards = gpus()
-        URL_FORMS[key] = gpu_name
         choice = st.selectbox(ctx.t("common.gpu"), list(cards), index=None, key=key, format_func=gpu_name,
                               bind="query-params", placeholder=f"{same} {current.name}", help=ctx.t("common.gpu_help"))
         return cards[choice] if choice is not None else None
@@ -205,3 +199,11 @@ def _write_choice(key: str, default) -> None:
             del st.query_params[key]
     else:
         st.query_params[key] = str(value)
+
+
+def source_label(ctx: Context, counted: Model) -> str:
+    """One line saying which model the figures are for and where they come from (catalog, Hub,
+    upload, safetensors headers)."""
+    from guide.format import escape_markdown
+
+    return ctx.t(f"model_source.counted_{counted.source}", name=escape_markdown(counted.name))

@@ -10,11 +10,10 @@ from calculator.budget import Budget, readings_of
 from calculator.inference import inference_memory, largest_context
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs, readings_row, tight
 from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
 
-KEYS = ("cm_model", "cm_gpu", "cm_dtype", "cm_batch", "cm_attention", "cm_mode", "cm_kv")
 POINTS = 60
 DEFAULT_SPAN = 32_768  # models that do not say how long a context they take
 COLORS = ("#5b7db1", "#9ecae1", "#ff9f40")  # weights, cache, activations; the capacity line is red
@@ -68,7 +67,7 @@ def render(ctx: Context) -> None:
     if shown < span:
         st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
     _verdict(ctx, model, gpu, batch, largest, span, memories[0], options, capacity)
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 def _verdict(ctx: Context, model, gpu, batch: int, largest: int, span: int, shortest, options: dict, budget) -> None:
@@ -100,7 +99,7 @@ def _verdict(ctx: Context, model, gpu, batch: int, largest: int, span: int, shor
 WIDGET = Widget(
     name="context-memory",
     render=render,
-    params=(Param("cm_model", "mistralai/Mistral-7B-v0.1"), Param("cm_gpu", "NVIDIA A100 80GB SXM"),
+    params=(Param("cm_model", "mistralai/Mistral-7B-v0.1"), gpu_param("cm_gpu", "NVIDIA A100 80GB SXM"),
             Param("cm_dtype", "int4"), Param("cm_batch", "16"), Param("cm_attention", "eager"),
             Param("cm_mode", "loglikelihood"), Param("cm_kv", "float8")),
 )

@@ -10,10 +10,9 @@ from calculator.inference import can_generate, largest_batch
 from calculator.speed import NETWORKS_GBS, data_parallel_inference, data_parallel_training, generation
 from guide.charts import base_layout
 from guide.format import format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs, tokens_input
 
-KEYS = ("dp_model", "dp_gpu", "dp_train", "dp_samples", "dp_tokens", "dp_per_node", "dp_nodes", "dp_network")
 
 
 def duration(seconds: float, ctx: Context) -> str:
@@ -66,13 +65,13 @@ def render(ctx: Context) -> None:
     fig.add_scatter(x=labels, y=labels, mode="lines", line_dash="dot", name=ctx.t("data_parallel.ideal"))
     base_layout(fig, ctx.t("data_parallel.x_axis"), ctx.t("data_parallel.speedup"), ctx.lang, height=320)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="dp_chart")
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="data-parallel",
     render=render,
-    params=(Param("dp_model", "meta-llama/Meta-Llama-3-8B"), Param("dp_gpu", "NVIDIA H100 SXM"),
+    params=(Param("dp_model", "meta-llama/Meta-Llama-3-8B"), gpu_param("dp_gpu", "NVIDIA H100 SXM"),
             Param("dp_train", "true"), Param("dp_samples", "5000"), Param("dp_tokens", "2048"),
             Param("dp_per_node", "4"), Param("dp_nodes", "4"),
             Param("dp_network", "Ethernet 25 Gb/s", given=(("dp_train", "true"), ("dp_nodes", "4")))),

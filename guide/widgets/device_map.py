@@ -16,11 +16,9 @@ from calculator.offload import (QUANTIZATIONS, build_meta_model, compact_map, de
 from calculator.precision import FLOAT_DTYPES
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs, tokens_input, url_choice
-from guide.widgets.model_source import show_error
 
-KEYS = ("om_model", "om_gpu", "om_dtype", "om_quant", "om_gpus", "om_gpu_gib", "om_cpu_gib", "om_disk_gib")
 DTYPES = ("bfloat16", "float16", "float32")
 COLOURS = {"gpu": "#2ca02c", "cpu": "#ff7f0e", "disk": "#d62728"}
 # A case precision that is not a float dtype: the planner loads bfloat16 weights and, where
@@ -78,7 +76,7 @@ def render(ctx: Context) -> None:
                          capacity=format_bytes(gpu.memory_bytes, lang)))
     if not model.config_json:
         show_error(ctx, CalculatorError("offload_no_config", model=model.name[:80]))
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     try:
         # The first plan in a server process imports torch, transformers and accelerate (seconds).
@@ -87,7 +85,7 @@ def render(ctx: Context) -> None:
         plan = plan_device_map(model_on_meta, [budget] * gpus, cpu_limit, dtype, quantization)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     cost = forward_cost(plan, gpu)
     _chart(ctx, plan)
@@ -106,7 +104,7 @@ def render(ctx: Context) -> None:
     explicit = plan.quantization != "none" and plan.offloaded
     st.caption(ctx.t("offload.snippet_caption_explicit" if explicit else "offload.snippet_caption"))
     st.code(snippet(model.load_id or model.name, model.summary.architecture, plan, lang), language="python")
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 def _chart(ctx: Context, plan) -> None:
@@ -149,7 +147,7 @@ def _verdict(ctx: Context, plan, cost, disk_gib: int | None, cpu_limit: int | No
 WIDGET = Widget(
     name="device-map",
     render=render,
-    params=(Param("om_model", "mistralai/Mistral-7B-v0.1"), Param("om_gpu", "NVIDIA A100 80GB SXM"),
+    params=(Param("om_model", "mistralai/Mistral-7B-v0.1"), gpu_param("om_gpu", "NVIDIA A100 80GB SXM"),
             Param("om_dtype", "float32"), Param("om_quant", "bnb-nf4"),
             Param("om_gpus", "2", given=(("om_gpu_gib", "6"),)),
             Param("om_gpu_gib", "8"), Param("om_cpu_gib", "4"),

@@ -10,11 +10,10 @@ from calculator.errors import CalculatorError
 from calculator.training import STRATEGIES, fewest_gpus, strategy_layout, training_memory
 from guide.charts import GIB, capacity_line
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, show_error, \
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, \
     training_case
 
-KEYS = ("di_model", "di_gpu", "di_gpus", "di_method", "di_checkpointing", "di_batch", "di_sequence", "di_accumulation")
 # Names of the strategies: technical terms, the same in both languages, except the word
 # for offloading (distributed.label_offload).
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
@@ -36,7 +35,7 @@ def render(ctx: Context) -> None:
                                         "sequence": "di_sequence"}, gradient_accumulation=accumulation)
     model, gpu = inputs.model, inputs.card
     if positions_note(ctx, model, setup.sequence):
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     budget = Budget(gpu)
     traits = model.traits
@@ -49,7 +48,7 @@ def render(ctx: Context) -> None:
             results.append((strategy, memory, fewest))
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     usable = [(s, m) for s, m, _ in results if m is not None]
     fig = component_chart(ctx, [label(ctx, s) for s, _ in usable], peak_parts([m for _, m in usable]), "")
@@ -85,13 +84,13 @@ def render(ctx: Context) -> None:
     if offload.gpus and (not fitting or offload.gpus < min(fitting)[0]):
         st.info(ctx.t("distributed.offload", gpus=offload.gpus, cpu=format_bytes(offload.memory.cpu_bytes, lang)))
     st.caption(ctx.t("distributed.caption", gpus=gpus))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="distributed",
     render=render,
-    params=(Param("di_model", "Qwen/Qwen2.5-7B"), Param("di_gpu", "NVIDIA A100 40GB SXM"),
+    params=(Param("di_model", "Qwen/Qwen2.5-7B"), gpu_param("di_gpu", "NVIDIA A100 40GB SXM"),
             Param("di_gpus", "16"), Param("di_method", "qlora"), Param("di_checkpointing", "none"),
             Param("di_batch", "2"), Param("di_sequence", "8192"), Param("di_accumulation", "2")),
 )

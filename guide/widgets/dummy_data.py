@@ -13,7 +13,6 @@ from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import case_inputs, readings_row
 from guide.widgets.inference_inputs import attention_picker, mode_picker
 
-KEYS = ("dd_model", "dd_batch", "dd_context", "dd_dtype", "dd_attention", "dd_mode")
 
 
 def render(ctx: Context) -> None:
@@ -28,7 +27,7 @@ def render(ctx: Context) -> None:
     spec, summary = model.spec, model.summary
     if spec.kind == "vision":
         st.info(ctx.t("dummy_data.vision"))
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     if spec.max_positions and context > spec.max_positions:
         st.warning(ctx.t("dummy_data.beyond_window", context=format_count(context, lang),
@@ -40,7 +39,7 @@ def render(ctx: Context) -> None:
                               memory.attention_used, mode, memory.total_bytes, lang)
     st.code(code, language="python")
     st.caption(ctx.t("dummy_data.caption"))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(

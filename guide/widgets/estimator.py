@@ -17,25 +17,23 @@ from calculator.model import Model, catalog_model, resolve, resolve_upload
 from calculator.precision import DEFAULT_DTYPES, DTYPES
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import escape_markdown, format_bytes, format_count
-from guide.widgets import URL_FORMS, Context, Param, Widget, share_box
-from guide.widgets.common import case_inputs, counted_model, gpu_name
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import gpu_name
+from guide.widgets.common import case_inputs, counted_model, source_label
 from guide.widgets.estimate_table import parameters_line, records, table, to_csv, to_markdown
-from guide.widgets.model_source import show_error, source_label
 
-KEYS = ("es_model", "es_dtypes", "es_base", "es_gpus")
 OTHER_GPUS = ("a100-80gb",)  # compared with the case's GPU unless the reader picks others
 
 
 def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "es_model"}, legacy={"model": "es_hub"}, headers=True)
     if inputs.failed:  # the model asked for could not be read: its message is shown, no other table
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     cards = gpus()
     c1, c2 = st.columns(2)
     dtypes = c1.multiselect(ctx.t("estimator.dtypes"), list(DTYPES), default=list(DEFAULT_DTYPES), key="es_dtypes",
                             bind="query-params", help=ctx.t("common.dtype_help"), wrap=True)
-    URL_FORMS["es_gpus"] = gpu_name
     others = [k for k in OTHER_GPUS if k != inputs.card.key]
     picked = c2.multiselect(ctx.t("estimator.gpus"), list(cards), default=others, key="es_gpus",
                             format_func=gpu_name, bind="query-params", max_selections=6,
@@ -53,7 +51,7 @@ def render(ctx: Context) -> None:
             compared = [cards[k] for k in picked] if chosen else \
                 [inputs.card] + [cards[k] for k in picked if k != inputs.card.key]
             _results(ctx, counted, [d for d in DTYPES if d in dtypes], compared, base)
-    share_box(ctx, KEYS, note=ctx.t("model_source.share_upload") if counted and counted.source == "upload" else None)
+    share_box(ctx, note=ctx.t("model_source.share_upload") if counted and counted.source == "upload" else None)
 
 
 def with_class(ctx: Context, model: Model, model_class: str) -> Model | None:
@@ -192,5 +190,5 @@ WIDGET = Widget(
     name="estimator",
     render=render,
     params=(Param("es_model", "mistralai/Mixtral-8x7B-v0.1"), Param("es_dtypes", "int4"), Param("es_base", "true"),
-            Param("es_gpus", "NVIDIA H100 SXM")),
+            gpu_param("es_gpus", "NVIDIA H100 SXM")),
 )

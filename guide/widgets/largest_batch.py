@@ -10,11 +10,10 @@ from calculator.budget import Budget, readings_of
 from calculator.inference import inference_memory, largest_batch
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.inference_inputs import mode_picker
 
-KEYS = ("lb_model", "lb_gpu", "lb_dtype", "lb_longest", "lb_typical", "lb_mode")
 
 
 def lengths_between(typical: int, longest: int) -> list[int]:
@@ -61,12 +60,12 @@ def render(ctx: Context) -> None:
     else:
         st.success(ctx.t("largest_batch.safe", batch=format_count(at_longest, lang), tokens=format_count(longest, lang),
                          gpu=gpu.name))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="largest-batch",
     render=render,
-    params=(Param("lb_model", "mistralai/Mistral-7B-v0.1"), Param("lb_gpu", "NVIDIA L4"), Param("lb_dtype", "int8"),
+    params=(Param("lb_model", "mistralai/Mistral-7B-v0.1"), gpu_param("lb_gpu", "NVIDIA L4"), Param("lb_dtype", "int8"),
             Param("lb_longest", "16384"), Param("lb_typical", "256"), Param("lb_mode", "loglikelihood")),
 )

@@ -9,11 +9,9 @@ import streamlit as st
 from calculator.errors import CalculatorError
 from calculator.llama_cpp import CACHE_TYPES, DEFAULT_CPU_GBS, GGUF_TYPES, MAX_CONTEXT, plan_llama_cpp
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs, tokens_input
-from guide.widgets.model_source import show_error
 
-KEYS = ("lc_model", "lc_gpu", "lc_type", "lc_context", "lc_cache", "lc_cpu_gbs")
 
 
 def render(ctx: Context) -> None:
@@ -34,7 +32,7 @@ def render(ctx: Context) -> None:
         plan = plan_llama_cpp(model.summary, model.spec, card, gguf_type, context, cache, float(cpu_gbs))
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     layout, side = plan.layout, plan.split
     slots = layout.layers + 1
@@ -60,7 +58,7 @@ def render(ctx: Context) -> None:
                      head=layout.head_type, cells=format_number(layout.cells, 0, lang),
                      compute=format_bytes(max(layout.logits_buffer_bytes, layout.layers_buffer_bytes), lang)))
     st.code(plan.command(), language="bash")
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 def _verdict(ctx: Context, plan, card) -> None:
@@ -83,7 +81,7 @@ def _verdict(ctx: Context, plan, card) -> None:
 WIDGET = Widget(
     name="llama-cpp",
     render=render,
-    params=(Param("lc_model", "meta-llama/Llama-3.1-70B"), Param("lc_gpu", "NVIDIA GeForce RTX 4090"),
+    params=(Param("lc_model", "meta-llama/Llama-3.1-70B"), gpu_param("lc_gpu", "NVIDIA GeForce RTX 4090"),
             Param("lc_type", "Q8_0"), Param("lc_context", "131072"), Param("lc_cache", "q8_0"),
             Param("lc_cpu_gbs", "50", given=(("lc_model", "meta-llama/Llama-3.1-70B"),))),
 )

@@ -10,11 +10,10 @@ from calculator.errors import CalculatorError
 from calculator.training import METHODS, compare_methods
 from guide.charts import capacity_line
 from guide.format import escape_markdown, format_bytes, format_count, format_number
-from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, show_error, \
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, \
     softcap_caveat, training_case
 
-KEYS = ("lo_model", "lo_gpu", "lo_precision", "lo_checkpointing", "lo_rank", "lo_targets", "lo_batch", "lo_sequence")
 
 
 def render(ctx: Context) -> None:
@@ -28,7 +27,7 @@ def render(ctx: Context) -> None:
                                         "sequence": "lo_sequence"}, lora_rank=rank, lora_targets=targets)
     model, gpu, sequence = inputs.model, inputs.card, setup.sequence
     if positions_note(ctx, model, sequence):
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     budget = Budget(gpu)
     traits = model.traits
@@ -36,7 +35,7 @@ def render(ctx: Context) -> None:
         methods = compare_methods(model.summary, model.spec, setup, traits=traits, capacity=budget)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     lora, qlora = methods["lora"], methods["qlora"]
     m1, m2 = st.columns(2)
@@ -64,13 +63,13 @@ def render(ctx: Context) -> None:
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("lora.caption", targets=escape_markdown(targets, 80), rank=rank))
     softcap_caveat(ctx, model)
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="lora",
     render=render,
-    params=(Param("lo_model", "Qwen/Qwen2.5-7B"), Param("lo_gpu", "NVIDIA H100 SXM"), Param("lo_precision", "mixed"),
+    params=(Param("lo_model", "Qwen/Qwen2.5-7B"), gpu_param("lo_gpu", "NVIDIA H100 SXM"), Param("lo_precision", "mixed"),
             Param("lo_rank", "64"), Param("lo_targets", "q_proj,v_proj"), Param("lo_batch", "2"),
-            Param("lo_sequence", "1024")),
+            Param("lo_sequence", "1024"), Param("lo_checkpointing", "none")),
 )

@@ -13,7 +13,6 @@ from guide.charts import GIB, base_layout
 from guide.format import escape_markdown, format_bytes
 from guide.widgets import Context, Param, Widget, share_box
 
-KEYS = ("om_text",)
 MAX_INPUT = 6000  # a message is about 600 characters; the text also travels in the share link
 
 EXAMPLE = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity of "
@@ -36,7 +35,7 @@ def render(ctx: Context) -> None:
             st.warning(ctx.t("oom_message.no_figures"))
         else:
             st.error(ctx.t("oom_message.not_recognised"))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 def _show(ctx: Context, reading: Reading) -> None:

@@ -13,7 +13,6 @@ from guide.format import format_number, format_percent
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import tokens_input
 
-KEYS = ("pb_stages", "pb_micro", "pb_schedule")
 PALETTE = ["#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00"]
 
 
@@ -62,7 +61,7 @@ def render(ctx: Context) -> None:
     st.plotly_chart(curve, config={"displayModeBar": False}, key="pb_curve")
     st.caption(ctx.t("parallelism.bubble_caption", p=stages, m=micro,
                      fraction=format_number(100 * formula, 1, lang), needed=4 * stages))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -10,10 +10,9 @@ from calculator.parallel import MAX_STAGES, pipeline_split, tied_head_copy_bytes
 from calculator.quantization import storage_dtype
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs, tokens_input
 
-KEYS = ("pp_model", "pp_gpu", "pp_dtype", "pp_gpus")
 KINDS = ("embedding", "layers", "head", "other")
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 
@@ -54,12 +53,12 @@ def render(ctx: Context) -> None:
     copy = tied_head_copy_bytes(model.summary, model.spec, dtype)
     if copy and gpus > 1:
         st.caption(ctx.t("parallelism.tied_note", bytes=format_bytes(copy, lang)))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="pipeline-split",
     render=render,
-    params=(Param("pp_model", "meta-llama/Meta-Llama-3-8B"), Param("pp_gpu", "NVIDIA GeForce RTX 4090"),
+    params=(Param("pp_model", "meta-llama/Meta-Llama-3-8B"), gpu_param("pp_gpu", "NVIDIA GeForce RTX 4090"),
             Param("pp_dtype", "float32"), Param("pp_gpus", "3")),
 )

@@ -13,10 +13,9 @@ from calculator.quantization import ladder
 from calculator.speed import decode_step
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs
 
-KEYS = ("ql_model", "ql_gpu")
 COLOURS = ["#9aa5b1", "#3366cc", "#2ca02c", "#17becf"]
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 
@@ -49,11 +48,11 @@ def render(ctx: Context) -> None:
     int4 = decode_step(model.summary, model.spec, gpu, "int4", 1, 1024)
     st.caption(ctx.t("quantization.ladder_caption", gpu=gpu.name,
                      ratio=format_number(bf16.seconds / int4.seconds, 1, lang)))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="precision-ladder",
     render=render,
-    params=(Param("ql_model", "meta-llama/Llama-2-13b-hf"), Param("ql_gpu", "NVIDIA T4")),
+    params=(Param("ql_model", "meta-llama/Llama-2-13b-hf"), gpu_param("ql_gpu", "NVIDIA T4")),
 )

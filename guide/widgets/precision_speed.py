@@ -11,10 +11,9 @@ from calculator.inference import can_generate, inference_memory
 from calculator.speed import forward_pass, generation
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs
 
-KEYS = ("pr_model", "pr_gpu", "pr_prompt", "pr_batch")
 SHOWN = ("float32", "float16", "bfloat16", "int8", "int4", "bnb-nf4", "gptq-4bit")
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 
@@ -53,12 +52,12 @@ def render(ctx: Context) -> None:
                + " " + ctx.t("precision.marks", batch=batch))
     if not gpu.has_bf16_tensor_cores:
         st.info(ctx.t("precision.no_bf16", gpu=gpu.name))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="precision-speed",
     render=render,
-    params=(Param("pr_model", "meta-llama/Llama-2-13b-hf"), Param("pr_gpu", "NVIDIA H100 SXM"),
+    params=(Param("pr_model", "meta-llama/Llama-2-13b-hf"), gpu_param("pr_gpu", "NVIDIA H100 SXM"),
             Param("pr_prompt", "128"), Param("pr_batch", "16")),
 )

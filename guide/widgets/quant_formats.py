@@ -11,10 +11,9 @@ from calculator.inference import can_generate, inference_memory
 from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES, quantize_all
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs
 
-KEYS = ("qz_model", "qz_gpu", "qz_group", "qz_batch", "qz_prompt", "qz_new")
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 FAMILY_COLOURS = {"bf16": "#9aa5b1", "float8": "#8c564b", "bitsandbytes": "#3366cc", "gptq": "#2ca02c",
                   "awq": "#98df8a", "gguf": "#ff7f0e"}
@@ -77,7 +76,7 @@ def render(ctx: Context) -> None:
         notes.append(ctx.t("quantization.fallback_note", share=format_number(
             100 * gguf.fallback_parameters / gguf.quantized_parameters, 0, lang)))
     st.caption(" ".join(notes))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 def layout_source(ctx: Context, name: str, family: str) -> str:
@@ -92,6 +91,6 @@ def layout_source(ctx: Context, name: str, family: str) -> str:
 WIDGET = Widget(
     name="quant-formats",
     render=render,
-    params=(Param("qz_model", "mistralai/Mixtral-8x7B-v0.1"), Param("qz_gpu", "NVIDIA A100 80GB SXM"),
-            Param("qz_group", "32")),
+    params=(Param("qz_model", "mistralai/Mixtral-8x7B-v0.1"), gpu_param("qz_gpu", "NVIDIA A100 80GB SXM"),
+            Param("qz_group", "32"), Param("qz_batch", "8"), Param("qz_prompt", "8192"), Param("qz_new", "2048")),
 )

@@ -10,7 +10,6 @@ from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, share_box
 from guide.widgets.common import case_inputs
 
-KEYS = ("rt_params", "rt_dtype")
 DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
 MAX_BILLIONS = 10_000.0  # ten trillion parameters: far beyond any model
 
@@ -50,7 +49,7 @@ def render(ctx: Context) -> None:
     m1.metric(ctx.t("rule_of_thumb.weights"), format_bytes(weights, lang, system="decimal"))
     m2.metric(ctx.t("rule_of_thumb.with_margin"), format_bytes(rule, lang, system="decimal"))
     m3.metric(ctx.t("rule_of_thumb.as_gpu_tools_show"), format_bytes(rule, lang))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -10,11 +10,10 @@ from calculator.errors import CalculatorError
 from calculator.serving_plan import serve
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.serving_inputs import kv_picker
 
-KEYS = ("svc_model", "svc_gpu", "svc_context", "svc_kv", "svc_prefix")
 
 
 def lengths_up_to(limit: int, marked: int) -> list[int]:
@@ -44,8 +43,8 @@ def render(ctx: Context) -> None:
         shared = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, shared_prefix=min(prefix, t),
                         layouts=False).replica.sequences for t in lengths] if prefix else []
     except CalculatorError as error:
-        st.error(error.message(lang))
-        share_box(ctx, KEYS)
+        show_error(ctx, error)
+        share_box(ctx)
         return
     r = plan.replica
     m1, m2, m3 = st.columns(3)
@@ -70,12 +69,12 @@ def render(ctx: Context) -> None:
                          gpu=gpu.name, pool=format_count(r.kv_tokens, lang), concurrency=f"{r.max_concurrency:.2f}", log_tokens=f"{context:,}"))
     if plan.replica.kv_groups > 1 or any(g.window for g in model.spec.attention):
         st.caption(ctx.t("serving.window_caption"))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="serving-concurrency",
     render=render,
-    params=(Param("svc_model", "mistralai/Mistral-7B-v0.1"), Param("svc_gpu", "NVIDIA L4"),
+    params=(Param("svc_model", "mistralai/Mistral-7B-v0.1"), gpu_param("svc_gpu", "NVIDIA L4"),
             Param("svc_context", "4096"), Param("svc_kv", "float8"), Param("svc_prefix", "1024")),
 )

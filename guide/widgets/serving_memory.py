@@ -10,11 +10,10 @@ from calculator.errors import CalculatorError
 from calculator.serving_plan import serve
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs
 from guide.widgets.serving_inputs import WEIGHT_CHOICES, count_input, engine_picker, share_input
 
-KEYS = ("svm_model", "svm_gpu", "svm_dtype", "svm_engine", "svm_util", "svm_batched")
 COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "pool": "#9ecae1", "outside": "#dddddd"}
 
 
@@ -31,8 +30,8 @@ def render(ctx: Context) -> None:
         plan = serve(model, gpu, engine=engine, dtype=dtype, context=model.spec.max_positions or 4096,
                      utilization=utilization, max_num_batched_tokens=batched, layouts=False)
     except CalculatorError as error:
-        st.error(error.message(lang))
-        share_box(ctx, KEYS)
+        show_error(ctx, error)
+        share_box(ctx)
         return
     r = plan.replica
     reserve_key = "serving.part_reserve" if engine == "vllm" else "serving.part_reserve_sglang"
@@ -73,13 +72,13 @@ def render(ctx: Context) -> None:
     else:
         st.caption(ctx.t("serving.sglang_caption", share=format_bytes(r.requested_bytes_per_gpu, lang),
                          reserve=format_bytes(r.activation_reserve_bytes, lang)))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="serving-memory",
     render=render,
-    params=(Param("svm_model", "mistralai/Mistral-7B-v0.1"), Param("svm_gpu", "NVIDIA A100 80GB SXM"),
+    params=(Param("svm_model", "mistralai/Mistral-7B-v0.1"), gpu_param("svm_gpu", "NVIDIA A100 80GB SXM"),
             Param("svm_dtype", "float8"), Param("svm_engine", "sglang"), Param("svm_util", "0.95"),
             Param("svm_batched", "2048", given=(("svm_engine", "vllm"),))),
 )

@@ -10,10 +10,9 @@ from calculator.errors import CalculatorError
 from calculator.serving_commands import transformers_code
 from calculator.serving_plan import transformers_multi_gpu
 from guide.format import format_bytes
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs, tokens_input
 
-KEYS = ("svt_model", "svt_gpu", "svt_gpus", "svt_dtype", "svt_batch", "svt_context")
 GPU_COUNTS = (2, 4, 8)
 FLOATS = ("float32", "float16", "bfloat16")
 
@@ -33,8 +32,8 @@ def render(ctx: Context) -> None:
     try:
         result = transformers_multi_gpu(model, gpu, gpus, dtype, batch, context)
     except CalculatorError as error:
-        st.error(error.message(lang))
-        share_box(ctx, KEYS)
+        show_error(ctx, error)
+        share_box(ctx)
         return
     worst = max(range(len(result.device_map_weights)),
                 key=lambda i: result.device_map_weights[i] + result.device_map_cache[i])
@@ -69,12 +68,12 @@ def render(ctx: Context) -> None:
     if result.tp_weights_bytes is not None:
         st.code(transformers_code(model.load_id, gpus, dtype, "tp"), language="python", wrap_lines=True)
     st.caption(ctx.t("serving.multi_caption"))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="serving-multi-gpu",
     render=render,
-    params=(Param("svt_model", "Qwen/Qwen2.5-7B"), Param("svt_gpu", "NVIDIA L4"), Param("svt_gpus", "2"),
+    params=(Param("svt_model", "Qwen/Qwen2.5-7B"), gpu_param("svt_gpu", "NVIDIA L4"), Param("svt_gpus", "2"),
             Param("svt_dtype", "float16"), Param("svt_batch", "8"), Param("svt_context", "8192")),
 )

@@ -10,18 +10,15 @@ from calculator.errors import CalculatorError
 from calculator.serving_commands import llamacpp_command, sglang_command, vllm_command
 from calculator.serving_plan import LLAMACPP_CACHE_TYPES, llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, share_input
 
-KEYS = ("sve_engine", "sve_model", "sve_gpu", "sve_context", "sve_kv", "sve_util", "sve_seqs", "sve_batched",
-        "sve_offload", "sve_slots", "sve_ngl", "sve_cache")
 ENGINES = ("vllm", "sglang", "llama.cpp")
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
 
 
 def render(ctx: Context) -> None:
-    lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "sve_model", "gpu": "sve_gpu"})
     model, gpu = inputs.model, inputs.card
     c1, c4 = st.columns(2)
@@ -52,8 +49,8 @@ def render(ctx: Context) -> None:
         else:
             _llamacpp(ctx, model, context, slots, ngl, cache_type)
     except CalculatorError as error:
-        st.error(error.message(lang))
-    share_box(ctx, KEYS)
+        show_error(ctx, error)
+    share_box(ctx)
 
 
 def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs, batched, offload) -> None:
@@ -101,7 +98,7 @@ WIDGET = Widget(
     name="serving-settings",
     render=render,
     params=(Param("sve_engine", "llama.cpp"), Param("sve_model", "mistralai/Mistral-7B-v0.1"),
-            Param("sve_gpu", "NVIDIA A100 80GB SXM", given=(("sve_engine", "vllm"),)),
+            gpu_param("sve_gpu", "NVIDIA A100 80GB SXM", given=(("sve_engine", "vllm"),)),
             Param("sve_context", "4096"),
             Param("sve_kv", "float8"), Param("sve_util", "0.8"), Param("sve_seqs", "16"),
             Param("sve_batched", "8192"), Param("sve_offload", "2"),

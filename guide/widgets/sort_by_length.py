@@ -12,11 +12,10 @@ from calculator.length_order import MAX_SAMPLES, sample_lengths, simulate
 from calculator.speed import prefill
 from guide.charts import base_layout
 from guide.format import format_count
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.data_parallel import duration
 
-KEYS = ("sl_model", "sl_gpu", "sl_dtype", "sl_batch", "sl_median", "sl_longest", "sl_samples")
 COLORS = {"shuffled": "#9467bd", "shortest_first": "#ff7f0e", "longest_first": "#2ca02c"}
 SHOWN_POINTS = 400  # per order: a long run is drawn from the longest batch of each stretch
 
@@ -66,7 +65,7 @@ def render(ctx: Context) -> None:
     st.plotly_chart(fig, config={"displayModeBar": False}, key="sl_chart")
     st.dataframe(rows, hide_index=True)
     _verdict(ctx, runs, limit, batch, longest, gpu.name)
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 def _row(ctx: Context, run, name: str, batch: int, samples: int) -> dict:
@@ -97,7 +96,7 @@ def _verdict(ctx: Context, runs, limit: int, batch: int, longest: int, gpu: str)
 WIDGET = Widget(
     name="sort-by-length",
     render=render,
-    params=(Param("sl_model", "mistralai/Mistral-7B-v0.1"), Param("sl_gpu", "NVIDIA A100 80GB SXM"),
+    params=(Param("sl_model", "mistralai/Mistral-7B-v0.1"), gpu_param("sl_gpu", "NVIDIA A100 80GB SXM"),
             Param("sl_dtype", "int4"), Param("sl_batch", "32"), Param("sl_median", "800"),
             Param("sl_longest", "12000"), Param("sl_samples", "20000")),
 )

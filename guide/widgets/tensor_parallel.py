@@ -11,10 +11,9 @@ from calculator.quantization import storage_dtype
 from calculator.parallel import TP_DEGREES, communication_seconds, links_for, tensor_parallel
 from calculator.speed import prefill
 from guide.format import format_bytes, format_number, format_percent
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs
 
-KEYS = ("tp_model", "tp_gpu", "tp_dtype", "tp_degree", "tp_tokens")
 
 
 def render(ctx: Context) -> None:
@@ -27,8 +26,8 @@ def render(ctx: Context) -> None:
     try:
         result = tensor_parallel(model.summary, model.spec, dtype, degree, tokens)
     except CalculatorError as error:
-        st.error(error.message(lang))
-        share_box(ctx, KEYS)
+        show_error(ctx, error)
+        share_box(ctx)
         return
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("parallelism.per_gpu"), format_bytes(result.per_gpu_bytes, lang))
@@ -57,12 +56,12 @@ def render(ctx: Context) -> None:
         st.caption(ctx.t("parallelism.comm_caption", n=result.allreduces_per_forward,
                          size=format_bytes(result.allreduce_bytes, lang), tokens=format_number(tokens, 0, lang),
                          compute=format_number(compute * 1000, 2, lang), gpu=gpu.name, t=degree))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="tensor-parallel",
     render=render,
-    params=(Param("tp_model", "meta-llama/Meta-Llama-3-8B"), Param("tp_gpu", "NVIDIA L4"),
+    params=(Param("tp_model", "meta-llama/Meta-Llama-3-8B"), gpu_param("tp_gpu", "NVIDIA L4"),
             Param("tp_dtype", "float32"), Param("tp_degree", "2"), Param("tp_tokens", "512")),
 )

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.errors import CalculatorError
 from calculator.model import Model
 from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PEAK_COMPONENTS, PRECISIONS, TrainingMemory
 from guide.charts import stacked_memory
-from guide.format import escape_markdown
 from guide.widgets import Context
 
 # Components of a training step, in stacking order, with one colour each across the chapter.
@@ -77,11 +75,6 @@ def softcap_caveat(ctx: Context, model: Model) -> None:
     if model.spec.logit_softcap:
         st.warning(ctx.t("training.softcap_caveat"), icon=":material/warning:")
 
-
-def show_error(ctx: Context, error: CalculatorError) -> None:
-    """The error in the reader's language, with whatever they typed shown as plain text."""
-    params = {key: escape_markdown(value, 400) for key, value in error.params.items()}
-    st.error(ctx.t(f"error.{error.code}", **params))
 
 
 def training_case(ctx: Context, keys: dict[str, str], **fixed):

@@ -11,13 +11,12 @@ from calculator.training import largest_micro_batch, rule_of_thumb_bytes, rule_o
     training_memory
 from guide.charts import capacity_line
 from guide.format import format_billions, format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from calculator.budget import Budget
 from guide.widgets.common import readings_row
-from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, positions_note, show_error, \
+from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, positions_note, \
     softcap_caveat, training_case
 
-KEYS = ("tm_model", "tm_gpu", "tm_precision", "tm_optimizer", "tm_batch", "tm_sequence")
 
 
 def render(ctx: Context) -> None:
@@ -26,7 +25,7 @@ def render(ctx: Context) -> None:
                                         "optimizer": "tm_optimizer", "batch": "tm_batch", "sequence": "tm_sequence"})
     model, gpu, batch, sequence = inputs.model, inputs.card, setup.micro_batch, setup.sequence
     if positions_note(ctx, model, sequence):
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     budget = Budget(gpu)
     traits = model.traits
@@ -35,7 +34,7 @@ def render(ctx: Context) -> None:
         largest = largest_micro_batch(model.summary, model.spec, budget, setup, traits=traits)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     inference = inference_memory(model.summary, model.spec, batch, sequence, "bfloat16",
                                  mode=None if can_generate(model.spec) else "forward")
@@ -81,13 +80,13 @@ def render(ctx: Context) -> None:
         st.error(ctx.t("training.none_fits", gpu=gpu.name, peak=format_bytes(memory.total_bytes, lang),
                        capacity=format_bytes(budget.usable_bytes, lang)))
     softcap_caveat(ctx, model)
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="training-memory",
     render=render,
-    params=(Param("tm_model", "meta-llama/Llama-3.2-1B"), Param("tm_gpu", "NVIDIA GeForce RTX 4090"),
+    params=(Param("tm_model", "meta-llama/Llama-3.2-1B"), gpu_param("tm_gpu", "NVIDIA GeForce RTX 4090"),
             Param("tm_precision", "bfloat16"), Param("tm_optimizer", "adamw-8bit"), Param("tm_batch", "2"),
             Param("tm_sequence", "4096")),
 )

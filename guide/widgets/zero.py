@@ -10,10 +10,9 @@ from calculator.errors import CalculatorError
 from calculator.training import ZERO_STAGES, Layout, training_memory
 from guide.charts import capacity_line
 from guide.format import format_bytes
-from guide.widgets import Context, Param, Widget, share_box
-from guide.widgets.training_inputs import component_chart, number, peak_parts, show_error, training_case
+from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets.training_inputs import component_chart, number, peak_parts, training_case
 
-KEYS = ("ze_model", "ze_gpu", "ze_stage", "ze_gpus", "ze_offload", "ze_offload_params", "ze_deepspeed")
 
 
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
@@ -52,7 +51,7 @@ def render(ctx: Context) -> None:
                     for n in counts]
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx, KEYS)
+        share_box(ctx)
         return
     fig = component_chart(ctx, [str(n) for n in counts], peak_parts(memories), ctx.t("zero.x_axis"))
     capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
@@ -75,13 +74,13 @@ def render(ctx: Context) -> None:
         })
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("zero.caption", n=counts[-1]))
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="zero",
     render=render,
-    params=(Param("ze_model", "meta-llama/Llama-2-13b-hf"), Param("ze_gpu", "NVIDIA T4"), Param("ze_stage", "1"),
+    params=(Param("ze_model", "meta-llama/Llama-2-13b-hf"), gpu_param("ze_gpu", "NVIDIA T4"), Param("ze_stage", "1"),
             Param("ze_gpus", "64"), Param("ze_offload", "true"),
             Param("ze_offload_params", "true", given=(("ze_offload", "true"),)),
             Param("ze_deepspeed", "true")),

@@ -9,10 +9,9 @@ import streamlit as st
 from calculator.budget import Budget
 from calculator.offload import tokens_to_hide_transfers, zero_offload
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs, tokens_input
 
-KEYS = ("zo_model", "zo_gpu", "zo_tokens")
 
 
 def render(ctx: Context) -> None:
@@ -37,12 +36,12 @@ def render(ctx: Context) -> None:
     message = ctx.t("offload.zero_hidden" if z.hidden else "offload.zero_exposed",
                     link=z.link, threshold=format_number(threshold, 0, lang), gpu=gpu.name)
     (st.success if z.hidden else st.warning)(message)
-    share_box(ctx, KEYS)
+    share_box(ctx)
 
 
 WIDGET = Widget(
     name="zero-offload",
     render=render,
-    params=(Param("zo_model", "mistralai/Mistral-7B-v0.1"), Param("zo_gpu", "NVIDIA GeForce RTX 4090"),
+    params=(Param("zo_model", "mistralai/Mistral-7B-v0.1"), gpu_param("zo_gpu", "NVIDIA GeForce RTX 4090"),
             Param("zo_tokens", "1024")),
 )

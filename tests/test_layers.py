@@ -1,0 +1,97 @@
+"""The layers of DESIGN.md, read from the import statements: the engine never reaches the page,
+a model is resolved in one place (calculator/model.py), and no file grows past ~500 lines.
+
+A model id followed from a widget to its count enters at most four files: the widget, the
+widgets' shared inputs (guide/widgets/common.py), the model seam and the meta-device counter.
+From a CLI command: the command, its shared options (commands/_common.py), the seam, the counter.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted(p for folder in ("calculator", "guide") for p in (ROOT / folder).rglob("*.py"))
+# The modules behind the seam: how a config becomes a model, a Hub answer, a checkpoint header.
+BEHIND_THE_SEAM = {"calculator.meta", "calculator.configs", "calculator.hub", "calculator.safetensors"}
+# Who may still import them, and why.
+SEAM_USERS = {
+    "calculator.model": "the seam itself",
+    "calculator.catalog": "refreshing the bundled counts is the counter's own batch job",
+    "calculator.offload": "accelerate's placement needs the built meta model, not its count",
+    "calculator.commands.safetensors": "the `safetensors` command reads a local file's header",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module a file imports, relative imports made absolute, at any depth of the file
+    (the engine imports lazily inside functions)."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            name = ".".join(base + ([node.module] if node.module else []))
+            found.add(name)
+            found |= {f"{name}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_the_sources_are_found():
+    assert len(SOURCES) > 60
+    assert "calculator.commands.train" in {module_name(p) for p in SOURCES}
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if p.parts[-2] != "guide" and "calculator" in p.parts],
+                         ids=lambda p: module_name(p))
+def test_the_engine_never_imports_the_page(path):
+    bad = {name for name in imports_of(path) if name.split(".")[0] in ("guide", "streamlit", "plotly")}
+    assert not bad, f"{module_name(path)} imports {bad}"
+
+
+def test_only_the_seam_reaches_behind_it():
+    users = {}
+    for path in SOURCES:
+        name = module_name(path)
+        if name in BEHIND_THE_SEAM:
+            continue
+        reached = {m for m in imports_of(path) if any(m == s or m.startswith(s + ".") for s in BEHIND_THE_SEAM)}
+        if reached:
+            users[name] = reached
+    assert set(users) <= set(SEAM_USERS), {k: v for k, v in users.items() if k not in SEAM_USERS}
+    assert "calculator.model" in users, "the seam counts models through the meta-device counter"
+
+
+def test_a_widget_reaches_the_count_in_four_files():
+    """estimator widget -> widgets/common.py (case_inputs) -> calculator/model.py -> meta.py."""
+    widget = imports_of(ROOT / "guide/widgets/estimator.py")
+    common = imports_of(ROOT / "guide/widgets/common.py")
+    seam = imports_of(ROOT / "calculator/model.py")
+    assert "guide.widgets.common" in widget and not widget & BEHIND_THE_SEAM
+    assert "calculator.model" in common and not common & BEHIND_THE_SEAM
+    assert "calculator.meta" in seam
+
+
+def test_a_command_reaches_the_count_in_four_files():
+    command = imports_of(ROOT / "calculator/commands/estimate.py")
+    shared = imports_of(ROOT / "calculator/commands/_common.py")
+    assert "calculator.commands._common" in command and not command & BEHIND_THE_SEAM
+    assert "calculator.model" in shared and not shared & BEHIND_THE_SEAM
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: module_name(p))
+def test_no_file_is_over_500_lines(path):
+    lines = path.read_text(encoding="utf-8").count("\n")
+    assert lines <= 500, f"{module_name(path)}: {lines} lines; split it along its seams"
