@@ -6,7 +6,8 @@ import importlib
 import inspect
 import sys
 
-BENCHMARKS = ["engine", "browser", "estimator", "big_models", "training", "activations", "accuracy", "load", "serving"]
+BENCHMARKS = ["engine", "browser", "estimator", "big_models", "training", "activations", "accuracy", "load", "serving",
+              "published"]
 
 args = sys.argv[1:]
 first_option = next((i for i, a in enumerate(args) if a.startswith("-")), len(args))

@@ -12,6 +12,12 @@ the larger of the prefill (the prompt's activations, with the cache of the promp
 whole static cache) and the last decoding step (the cache of every token, with one layer's
 keys and values copied by torch.cat as the dynamic cache grows). Models that do not generate
 (encoders, classifiers, vision models) run one forward over batch x sequence (mode forward).
+
+cache="legacy" is the tuple cache of older transformers (Llama and Mistral before 4.36, other
+families somewhat later, before their move to Cache objects): each attention layer returns
+torch.cat(past, new) as a fresh tensor, and generate() keeps the previous step's tuple in its
+model_kwargs until the forward returns, so the last step holds two whole caches, one token
+apart, instead of one cache and one layer's copy.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from .summary import ModelSummary
 
 ATTENTION = ("sdpa", "eager")
 MODES = ("generate", "loglikelihood", "forward")
-CACHES = ("dynamic", "static")
+CACHES = ("dynamic", "static", "legacy")
 KV_LAYOUTS = ("transformers", "expanded")
 COMPUTE_DTYPES = ("float32", "float16", "bfloat16")
 MAX_TOKENS = 10**8  # far beyond any context window: protects the arithmetic, not the user
@@ -231,6 +237,9 @@ def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context:
         step = _decode_step_bytes(spec, batch, context, act_dtype, attention, cache_dtype)
         if cache == "static":
             step -= layer_cache_bytes(spec, batch, context, cache_dtype)  # written in place
+        elif cache == "legacy":  # the whole previous cache, not one layer's, lives beside the new one
+            step += kv_cache_bytes(spec, batch, context - 1, cache_dtype, layout=kv_layout) \
+                - layer_cache_bytes(spec, batch, context, cache_dtype)
         moments["decode"] = kv + step + _quantized_transient(summary, spec, storage, batch, bnb_compute_dtype,
                                                             act_dtype)
     moment = max(moments, key=moments.get)

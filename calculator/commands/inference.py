@@ -23,7 +23,8 @@ def register(commands, shared) -> None:
     p.add_argument("--prompt", type=int, default=None, help="prompt tokens per sequence (with --new-tokens)")
     p.add_argument("--new-tokens", type=int, default=0, help="tokens generated per sequence (default 0)")
     p.add_argument("--cache", choices=CACHES, default="dynamic",
-                   help="dynamic: the cache grows token by token (default); static: allocated in full up front")
+                   help="dynamic: the cache grows token by token (default); static: allocated in full up front; "
+                        "legacy: the tuple cache of transformers before 4.36 (two whole caches at the last step)")
     p.add_argument("--dtype", default="bfloat16",
                    help=f"weight storage: a dtype ({', '.join(DTYPES)}; int8 and int4 are the rule of thumb's "
                         f"ideal sizes) or a real format ({', '.join(formats)}); default bfloat16")

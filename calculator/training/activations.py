@@ -169,7 +169,8 @@ def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int) -
     """After the last layer: the final norm, the loss's float32 log-probabilities and the
     labels; and the float32 gradients of the logits at the start of the backward."""
     head = _norm_tensors(dims, adapted, "final norm", "head", "head", 1)
-    vocab = spec.vocab if spec.kind != "vision" else 0
+    # a classifier's loss is over a few labels per sequence (or token): nothing worth counting
+    vocab = spec.vocab if spec.kind != "vision" and spec.head != "classifier" else 0
     logits_gradient = 0
     if vocab:
         loss = math.ceil(4 * dims.tokens * vocab / tensor)  # vocabulary-parallel loss with tensor parallelism

@@ -94,6 +94,7 @@ class _Dims:
     expert_width: int
     adapter_input_bytes: int = 0  # float32 adapters on a 16-bit model: each keeps its input cast (4, or 2 under autocast)
     adapter_output_bytes: int = 0  # and its A output in that dtype (0: the products' own)
+    softmax_float32: bool = False  # CUDA autocast runs softmax in float32 (its float32 op list)
 
     @property
     def hidden_states(self) -> int:
@@ -138,7 +139,8 @@ def _dims(spec: ArchSpec, traits: ModelTraits, setup: TrainingSetup) -> _Dims:
         activation_keeps=ACTIVATION_KEEPS.get(traits.activation, 1),
         experts_per_token=max(spec.experts_per_token, 1),
         expert_width=spec.expert_intermediate or spec.intermediate,
-        adapter_input_bytes=adapter_bytes, adapter_output_bytes=adapter_bytes)
+        adapter_input_bytes=adapter_bytes, adapter_output_bytes=adapter_bytes,
+        softmax_float32=under_autocast and setup.device == "cuda")
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,14 @@ def _attention_tensors(dims: _Dims, traits: ModelTraits, adapted: _Adapted, name
         kept.append(saved("softmax (float32)", 4 * scores, "scores"))
         if act != 4:
             kept.append(saved("softmax copy", act * scores, "scores"))
+    elif dims.softmax_float32 and act != 4:
+        # CUDA autocast runs softmax in float32 (its float32 op list); the product with the
+        # values casts the (dropped-out) probabilities back to 16 bits and keeps that copy
+        kept.append(saved("softmax (float32, autocast)", 4 * scores, "scores"))
+        if traits.attention_dropout > 0:
+            kept.append(saved("dropout mask", dims.mask_bytes * scores, "scores"))
+        kept.append(saved("16-bit copy of the probabilities", act * scores, "scores"))
+        return kept + ([saved("output", act * dims.tokens * dims.q_dim)] if adapted.keeps_input("attn_out") else [])
     else:
         kept.append(saved("softmax", act * scores, "scores"))
     if traits.attention_dropout > 0:

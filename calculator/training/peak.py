@@ -247,6 +247,12 @@ def _backward_moments(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetu
     moments = {}
     if stage.back and model.logits_gradient:
         moments["loss"] = (activations, model.logits_gradient, 0)
+    if setup.checkpointing == "full" and setup.method == "full" and model.weight_copies_per_layer:
+        # autocast caches the 16-bit copy of every weight that requires a gradient until its
+        # context exits at the end of the forward (frozen LoRA bases are cast again at each use);
+        # with full recomputation no saved tensor holds them after that
+        copies = stage.layers * model.weight_copies_per_layer + (model.head_weight_copy if stage.back else 0)
+        moments["end of the forward (autocast's weight copies)"] = (activations + copies, 0, 0)
     if stage.back:  # once the loss and the head have released theirs
         after_head = activations - model.loss_saved - model.labels_saved - model.head_weight_copy
         moments["final norm"] = (after_head, model.norm_flow, min(head_grads, growing))
@@ -264,8 +270,9 @@ def _backward_moments(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetu
 
 
 def _accumulates(setup: TrainingSetup, layout: Layout) -> bool:
-    """Gradients live across micro-batches: accumulation, and every pipeline."""
-    return setup.gradient_accumulation > 1 or layout.pipeline > 1
+    """Gradients live across micro-batches: accumulation, every pipeline, and gradients that
+    zero_grad() zeroes in place instead of freeing (torch 1.x)."""
+    return setup.gradient_accumulation > 1 or layout.pipeline > 1 or not setup.grads_set_to_none
 
 
 def _stage_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, layout: Layout,

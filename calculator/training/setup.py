@@ -85,6 +85,10 @@ class TrainingSetup:
     # 4-bit (embeddings, norms, the output head) cast to float32, so the residual stream runs
     # in float32 under the Trainer's autocast.
     kbit_prepare: bool = True
+    # optimizer.zero_grad() / model.zero_grad() frees the gradients (set_to_none=True, torch's
+    # default since 2.0); False: torch 1.x's default, which zeroes them in place, so every
+    # gradient stays allocated through the next forward and backward.
+    grads_set_to_none: bool = True
 
 
 @dataclass(frozen=True)
