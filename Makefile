@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 RUN_DEPS := $(VENV)/.run-deps
 TEST_DEPS := $(VENV)/.test-deps
 PORT ?= 8501
+# Test workers: the browser tests spend much of their time waiting on a page, so three
+# share two cores well (README, "Tests"); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 3
 
 .PHONY: run test bench chromium clean
 
@@ -13,7 +16,7 @@ run: $(RUN_DEPS)
 
 test: $(TEST_DEPS) chromium
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(TEST_DEPS) chromium
 	$(BIN)/python -m bench

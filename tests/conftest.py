@@ -55,6 +55,29 @@ def server():
 
 
 @pytest.fixture(scope="module")
+def fake_hub():
+    """A local Hub holding one small model (someone/tiny-llama), for a module's guide server."""
+    from tests.hub_server import FakeHub
+
+    hub = FakeHub()
+    hub.start()
+    hub.add("someone/tiny-llama", {"config.json": load_test_config("tiny-llama")})
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture(scope="module")
+def server_with_hub(fake_hub, tmp_path_factory):
+    """A guide server that reads the Hub from `fake_hub` (a module uses it as its `server`)."""
+    from tests.browser import GuideServer
+
+    guide = GuideServer({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": fake_hub.url,
+                         "HF_HOME": str(tmp_path_factory.mktemp("hf-home"))}).wait()
+    yield guide
+    guide.stop()
+
+
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 

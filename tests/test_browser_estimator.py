@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from tests.browser import GuideServer, heading_in_view, open_url
-from tests.conftest import CONFIGS, load_test_config
+from tests.browser import heading_in_view, open_url
+from tests.conftest import CONFIGS
 
 pytestmark = pytest.mark.browser
 WIDGET = ".st-key-widget-estimator"
@@ -18,22 +18,8 @@ VIEWPORT_HEIGHT = 1000  # the tab of these tests (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
-def fake_hub():
-    from tests.hub_server import FakeHub
-
-    hub = FakeHub()
-    hub.start()
-    hub.add("someone/tiny-llama", {"config.json": load_test_config("tiny-llama")})
-    yield hub
-    hub.stop()
-
-
-@pytest.fixture(scope="module")
-def server(fake_hub, tmp_path_factory):
-    guide = GuideServer({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": fake_hub.url,
-                         "HF_HOME": str(tmp_path_factory.mktemp("hf-home"))}).wait()
-    yield guide
-    guide.stop()
+def server(server_with_hub):
+    return server_with_hub
 
 
 def exported_table(page) -> str:

@@ -48,6 +48,8 @@ def url_form(at, key: str) -> str | None:
 @pytest.mark.parametrize("lang", ["en", "fr"])
 @pytest.mark.parametrize("name", WIDGETS)
 def test_widget_reads_every_input_from_the_url(name, lang):
+    """Each parameter's example is read and written back as the same stable value in both
+    languages (a label shown in French never reaches the URL)."""
     widget = registry()[name]
     slug = home_of(name)
     default = open_page(slug, lang)
@@ -64,17 +66,12 @@ def test_widget_reads_every_input_from_the_url(name, lang):
 def test_each_input_changes_the_result(name):
     widget = registry()[name]
     slug = home_of(name)
+    baselines = {}  # one page run per set of given values (most parameters have none)
     for param in widget.params:
-        baseline = fingerprint(open_page(slug, "en", **dict(param.given)))
+        if param.given not in baselines:
+            baselines[param.given] = fingerprint(open_page(slug, "en", **dict(param.given)))
+        baseline = baselines[param.given]
         changed = open_page(slug, "en", **dict(param.given), **{param.key: param.example})
         assert not changed.exception
         assert fingerprint(changed) != baseline, f"{name}: changing {param.key} changed nothing"
 
-
-@pytest.mark.parametrize("name", WIDGETS)
-def test_url_values_mean_the_same_in_both_languages(name):
-    widget = registry()[name]
-    query = {p.key: p.example for p in widget.params}
-    en = open_page(home_of(name), "en", **query)
-    fr = open_page(home_of(name), "fr", **query)
-    assert [url_form(en, p.key) for p in widget.params] == [url_form(fr, p.key) for p in widget.params]
