@@ -5,9 +5,9 @@ BIN := $(VENV)/bin
 RUN_DEPS := $(VENV)/.run-deps
 TEST_DEPS := $(VENV)/.test-deps
 PORT ?= 8501
-# Test workers: the browser tests spend much of their time waiting on a page, so three
-# share two cores well (README, "Tests"); TEST_WORKERS=0 runs the suite in one process.
-TEST_WORKERS ?= 3
+# Test workers: one per core, each running whole test files (README); TEST_WORKERS=0 runs the
+# suite in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: run test bench chromium clean
 

@@ -130,13 +130,14 @@ async def journey(browser, url: str, index: int, rounds: int, upload_dir: Path) 
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
     try:
-        # Read a chapter, then change the prompt length of the batch-size calculator: the
-        # figure names the context (prompt + 256 new tokens), so each session checks its own.
+        # Read a chapter, then change the prompt length in the chapter's case bar: the batch-size
+        # calculator's figure names the context (prompt + 256 new tokens), so each session
+        # checks its own.
         await page.goto(f"{url}/slow-model?lang={'fr' if index % 2 else 'en'}", timeout=SESSION_TIMEOUT_MS)
         widget = ".st-key-widget-batch-size"
         # The prompt box by its key, not by its rank: under load the first number input of
-        # the calculator was not always this one, and typed values went to another input.
-        box = page.locator(".st-key-bs_prompt input")
+        # the page was not always this one, and typed values went to another input.
+        box = page.locator(".st-key-case_prompt input")
         await box.wait_for(timeout=SESSION_TIMEOUT_MS)
         step = "change the prompt length"
         for round_ in range(rounds):
@@ -158,8 +159,7 @@ async def journey(browser, url: str, index: int, rounds: int, upload_dir: Path) 
         path = upload_dir / name
         path.write_text(json.dumps({**TINY, "hidden_size": 64 + 8 * (index % 8), "num_attention_heads": 4}))
         step = "upload a config"
-        await page.locator(".st-key-widget-estimator [data-testid='stFileUploaderDropzoneInput']").set_input_files(str(path))
-        await wait_text(page, ".st-key-widget-estimator", f"Figures for your file {name}")
+        await upload_and_wait(page, path, (f"Figures for your file {name}",))
         text = await page.locator(".st-key-widget-estimator").inner_text()
         others = [f"session-{j}.json" for j in range(200) if j != index and f"session-{j}.json" in text]
         if others:
@@ -175,18 +175,17 @@ async def journey(browser, url: str, index: int, rounds: int, upload_dir: Path) 
 
 
 async def upload_and_wait(page, path: Path, texts: tuple[str, ...], timeout_ms: int = SESSION_TIMEOUT_MS) -> str:
-    """Upload a file into the estimator; return which of `texts` appeared."""
-    widget = ".st-key-widget-estimator"
-    chip = page.locator(f"{widget} [data-testid='stFileChipDeleteBtn']")
-    if await chip.count():
-        await chip.first.click(timeout=SESSION_TIMEOUT_MS)
-        await wait_idle(page)
-    await page.locator(f"{widget} [data-testid='stFileUploaderDropzoneInput']").set_input_files(
-        str(path), timeout=SESSION_TIMEOUT_MS)
+    """Upload a file through the case bar (its popover holds the uploader; a new file replaces
+    the last); return which of `texts` the page then shows (the estimator's figures, or the
+    bar's refusal)."""
+    uploader = page.locator("[data-testid='stPopoverBody'] [data-testid='stFileUploaderDropzoneInput']")
+    if not await uploader.count():
+        await page.locator(".st-key-case-bar [data-testid='stPopover'] button").first.click(timeout=SESSION_TIMEOUT_MS)
+    await uploader.set_input_files(str(path), timeout=SESSION_TIMEOUT_MS)
     found = await page.wait_for_function(
         "([s, ts]) => { const e = document.querySelector(s); if (!e) return null;"
         " const t = e.innerText; return ts.find(x => t.includes(x)) || null; }",
-        arg=[widget, list(texts)], timeout=timeout_ms)
+        arg=["[data-testid='stMain']", list(texts)], timeout=timeout_ms)
     return await found.json_value()
 
 

@@ -75,9 +75,41 @@ def open_url(page, url: str):
 
 def wait_for_widget_text(page, name: str, text: str, timeout: float = 30_000) -> None:
     """Until the widget `name` shows `text` (it may not be drawn yet when this starts)."""
-    page.wait_for_function(
-        "([s, t]) => { const e = document.querySelector(s); return !!e && e.innerText.includes(t); }",
-        arg=[f".st-key-widget-{name}", text], timeout=timeout)
+    wait_for_text(page, f".st-key-widget-{name}", text, timeout)
+
+
+CASE_BAR = ".st-key-case-bar"
+
+
+def upload_to_case_bar(page, path) -> None:
+    """Upload a config.json through the case bar (its popover holds the uploader); a second
+    upload replaces the first."""
+    body = page.locator("[data-testid='stPopoverBody'] [data-testid='stFileUploaderDropzoneInput']")
+    if not body.count():
+        page.locator(f"{CASE_BAR} [data-testid='stPopover'] button").first.click()
+    body.set_input_files(str(path))
+
+
+def choose_typed(page, box, text: str) -> None:
+    """Type `text` into a select box that takes new options, and press Enter. Under load a
+    rerun can redraw the box between the click and the keys: type again until it holds it."""
+    field = box.locator("input")
+    for _ in range(3):
+        box.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type(text)
+        try:
+            page.wait_for_function("([e, t]) => e.value === t", arg=[field.element_handle(), text], timeout=5_000)
+            break
+        except Exception:
+            continue
+    page.keyboard.press("Enter")
+
+
+def wait_for_text(page, selector: str, text: str, timeout: float = 30_000) -> None:
+    """Until the element `selector` shows `text` (it may not be drawn yet when this starts)."""
+    page.wait_for_function("([s, t]) => { const e = document.querySelector(s); return !!e && e.innerText.includes(t); }",
+                           arg=[selector, text], timeout=timeout)
 
 
 def heading_in_view(page, anchor: str, timeout: float = 20_000) -> bool:

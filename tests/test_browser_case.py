@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from guide import chapters
-from tests.browser import heading_in_view, open_url, wait_for_page, wait_for_title
+from tests.browser import choose_typed, heading_in_view, open_url, wait_for_page, wait_for_title
 
 pytestmark = pytest.mark.browser
 LANGS = ("en", "fr")
@@ -86,21 +86,9 @@ def test_previous_and_next_keep_the_case(server, page, lang):
         assert "A100 40GB" in bar_value(page, "gpu") and "Mistral-7B" in bar_value(page, "model")
 
 
-@pytest.mark.parametrize("chapter", WITH_CASE, ids=lambda c: c.slug or "home")
-def test_a_parameter_equal_to_its_default_keeps_the_section(server, page, chapter):
-    """The case's own default written in the link (Streamlit drops a bound widget's default
-    from the URL; the section must stay). One language per chapter, both in turn."""
-    lang = LANGS[WITH_CASE.index(chapter) % 2]
-    anchor = chapter.anchors[-1]
-    name = chapter.case[-1]
-    default = chapter.defaults.value(name)
-    open_url(page, f"{server.url}/{chapter.slug}?lang={lang}&{name}={default}#{anchor}")
-    assert heading_in_view(page, anchor), f"{chapter.slug}?{name}={default}#{anchor}"
-    assert urlparse(page.url).fragment == anchor
-
-
 def test_the_dummy_data_default_batch_keeps_the_section(server, page):
-    """The link from the issue: dd_batch=8 is that calculator's own default."""
+    """The link from the issue: dd_batch=8 is that calculator's own default. (A case value
+    equal to its default, in every chapter: tests/test_browser.py, the contract's links.)"""
     open_url(page, f"{server.url}/oom?lang=en&dd_batch=8#batch-size")
     assert heading_in_view(page, "batch-size")
     assert urlparse(page.url).fragment == "batch-size"
@@ -114,9 +102,7 @@ def test_a_hub_id_typed_in_a_chapter_calculator_is_counted(server, fake_hub, pag
     widget.locator("[data-testid='stExpander'] summary").click()
     before = widget.inner_text()
     box = widget.locator("[data-testid='stSelectbox']").first
-    box.click()
-    page.keyboard.type("someone/tiny-llama")
-    page.keyboard.press("Enter")
+    choose_typed(page, box, "someone/tiny-llama")
     page.wait_for_function("() => location.search.includes('cm_model=someone%2Ftiny-llama')", timeout=90_000)
     wait_for_page(page, timeout=90_000)  # the first model built from a config imports torch
     assert any("/someone/tiny-llama/resolve/main/config.json" in r for r in fake_hub.requests)
@@ -129,9 +115,7 @@ def test_a_hub_id_typed_in_a_chapter_calculator_is_counted(server, fake_hub, pag
 
 def test_a_hub_id_typed_in_the_case_bar_sets_the_whole_page(server, fake_hub, page):
     open_url(page, f"{server.url}/slow-model?lang=fr")
-    page.locator(".st-key-case_model [data-testid='stSelectbox']").click()
-    page.keyboard.type("someone/tiny-llama")
-    page.keyboard.press("Enter")
+    choose_typed(page, page.locator(".st-key-case_model [data-testid='stSelectbox']"), "someone/tiny-llama")
     page.wait_for_function("() => location.search.includes('model=someone%2Ftiny-llama')", timeout=90_000)
     wait_for_page(page, timeout=90_000)
     assert bar_value(page, "model") == "someone/tiny-llama"

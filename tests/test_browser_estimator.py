@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.browser import heading_in_view, open_url
+from tests.browser import heading_in_view, open_url, upload_to_case_bar, wait_for_text
 from tests.conftest import CONFIGS
 
 pytestmark = pytest.mark.browser
@@ -35,8 +35,7 @@ def exported_table(page) -> str:
 
 
 def wait_for_widget_text(page, text: str, timeout: float = 30_000, where: str = WIDGET) -> None:
-    page.wait_for_function("([sel, t]) => { const w = document.querySelector(sel); return !!w && w.innerText.includes(t); }",
-                           arg=[where, text], timeout=timeout)
+    wait_for_text(page, where, text, timeout)
 
 
 def type_model(page, text: str) -> None:
@@ -46,9 +45,7 @@ def type_model(page, text: str) -> None:
     page.keyboard.type(text)
 
 
-def upload(page, path) -> None:
-    page.locator(f"{BAR} [data-testid='stPopover'] button").first.click()
-    page.locator("[data-testid='stPopoverBody'] [data-testid='stFileUploaderDropzoneInput']").set_input_files(str(path))
+upload = upload_to_case_bar
 
 
 def test_a_shared_estimator_url_reopens_the_estimate(server, browser, page):

@@ -18,7 +18,8 @@ import pytest
 from calculator import catalog
 from guide import chapters
 from guide.markdown import Heading, parse
-from tests.browser import GuideServer, heading_in_view, open_url, wait_for_page, wait_for_widget_text
+from tests.browser import (CASE_BAR, GuideServer, heading_in_view, open_url, upload_to_case_bar, wait_for_page,
+                           wait_for_text, wait_for_widget_text)
 
 pytestmark = pytest.mark.browser
 BUILD_SECONDS = 5
@@ -58,8 +59,6 @@ def last_heading(slug: str, lang: str) -> str:
     return [b for b in parse(chapter.content_path(lang).read_text()) if isinstance(b, Heading) and b.level <= 2][-1].anchor
 
 
-def upload(page, path: Path) -> None:
-    page.locator(".st-key-widget-estimator [data-testid='stFileUploaderDropzoneInput']").set_input_files(str(path))
 
 
 def test_a_config_too_large_to_build_while_another_reader_works(server, browser, tmp_path):
@@ -94,21 +93,20 @@ def test_a_config_too_large_to_build_while_another_reader_works(server, browser,
         box = reader.locator(".st-key-case_prompt input")  # the page's case: every calculator follows it
         box.wait_for()
         # A config every static check allows, whose build takes longer than the limit.
-        upload(uploader, deep)
+        upload_to_case_bar(uploader, deep)
         started = time.perf_counter()
         time.sleep(0.5)
         box.fill("3000")
         box.press("Enter")
         wait_for_widget_text(reader, "batch-size", "3,256")  # 3,000 + 256 new tokens
         answered = time.perf_counter() - started
-        wait_for_widget_text(uploader, "estimator", "trop grande pour être construite", timeout=120_000)
+        wait_for_text(uploader, CASE_BAR, "trop grande pour être construite", timeout=120_000)
         refused = time.perf_counter() - started
         assert answered < refused and answered < BUILD_SECONDS, (answered, refused)
         # The probe's 10^8-label config: refused before anything is built.
-        uploader.locator(".st-key-widget-estimator [data-testid='stFileChipDeleteBtn']").click()
         start = time.perf_counter()
-        upload(uploader, labels)
-        wait_for_widget_text(uploader, "estimator", "num_labels", timeout=20_000)
+        upload_to_case_bar(uploader, labels)
+        wait_for_text(uploader, CASE_BAR, "num_labels", timeout=20_000)
         assert time.perf_counter() - start < 20
         assert uploader.locator("[data-testid='stException']").count() == 0
     finally:
