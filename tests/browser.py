@@ -79,6 +79,24 @@ def wait_for_widget_text(page, name: str, text: str, timeout: float = 30_000) ->
 
 
 CASE_BAR = ".st-key-case-bar"
+# Streamlit's own English strings a French page must not show (assets/frame.html relabels them).
+STREAMLIT_ENGLISH = ("Drag and drop", "Browse files", "Upload", "per file", "No results", "Choose an option",
+                     "Press Enter to apply", "Add an option")
+# An init script that records every Content-Security-Policy violation of the page.
+RECORD_CSP_VIOLATIONS = """
+window.__csp = [];
+document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+"""
+
+
+def assert_no_english_from_streamlit(page, chapter) -> None:
+    """A French page shows none of Streamlit's English strings (the upload popover opened)."""
+    if chapter.case and "model" in chapter.case:
+        page.locator(f"{CASE_BAR} [data-testid='stPopover'] button").first.click()
+        page.keyboard.press("Escape")
+    text = page.locator("[data-testid='stMain']").inner_text()
+    found = [word for word in STREAMLIT_ENGLISH if word in text]
+    assert not found, f"{chapter.slug or 'home'}: {found}"
 
 
 def upload_to_case_bar(page, path) -> None:

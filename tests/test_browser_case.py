@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from guide import chapters
-from tests.browser import choose_typed, heading_in_view, open_url, wait_for_page, wait_for_title
+from tests.browser import assert_no_english_from_streamlit, choose_typed, heading_in_view, open_url, wait_for_page, wait_for_title
 
 pytestmark = pytest.mark.browser
 LANGS = ("en", "fr")
@@ -21,9 +21,6 @@ WITH_CASE = [c for c in chapters.CHAPTERS if c.case]
 CASE = {"model": "mistral-7b-v0.1", "gpu": "a100-40gb", "dtype": "float16", "batch": "3", "prompt": "700",
         "new_tokens": "90", "sequence": "1536", "method": "qlora", "precision": "bfloat16", "optimizer": "sgd",
         "checkpointing": "none"}
-# Streamlit's own English strings a French page must not show (assets/frame.html relabels them).
-ENGLISH = ("Drag and drop", "Browse files", "Upload", "per file", "No results", "Choose an option",
-           "Press Enter to apply", "Add an option")
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +46,11 @@ def bar_value(page, name: str) -> str:
     return bar_input(page, name).input_value()
 
 
-@pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("chapter", WITH_CASE, ids=lambda c: c.slug or "home")
-def test_a_case_link_lands_on_its_section_with_the_case(server, page, chapter, lang):
+def test_a_case_link_lands_on_its_section_with_the_case(server, page, chapter):
+    """Each chapter in the language its contract test (tests/test_browser.py) does not use:
+    together they open every chapter from a fresh link in both languages."""
+    lang = LANGS[(chapters.CHAPTERS.index(chapter) + 1) % 2]
     anchor = chapter.anchors[-1]
     open_url(page, case_link(server, chapter, lang, anchor))
     assert heading_in_view(page, anchor), f"{chapter.slug}#{anchor} ({lang})"
@@ -66,12 +65,14 @@ def test_a_case_link_lands_on_its_section_with_the_case(server, page, chapter, l
     for name in ("batch", "prompt", "new_tokens", "sequence", "dtype"):
         if name in chapter.case:
             expect(bar_input(page, name)).to_have_value(CASE[name], timeout=10_000)
-    if lang == "fr":  # every chapter has a case: this is every French page
+    if lang == "fr":
         assert_no_english_from_streamlit(page, chapter)
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_previous_and_next_keep_the_case(server, page, lang):
+    """Next and previous, clicked, keep the language and the case (that every chapter's footer
+    links follow the registry is checked without a browser: tests/test_pages.py)."""
     slug = "slow-model"
     open_url(page, f"{server.url}/{slug}?lang={lang}&model=mistral-7b-v0.1&gpu=a100-40gb&batch=3")
     labels = {"en": ("Next", "Previous"), "fr": ("Suivant", "Précédent")}[lang]
@@ -121,16 +122,6 @@ def test_a_hub_id_typed_in_the_case_bar_sets_the_whole_page(server, fake_hub, pa
     assert bar_value(page, "model") == "someone/tiny-llama"
     assert not page.locator(".st-key-case-bar [data-testid='stAlertContentError']").count()
     assert not page.locator("[data-testid='stException']").count()
-
-
-def assert_no_english_from_streamlit(page, chapter) -> None:
-    """A French page shows none of Streamlit's English strings (the upload popover opened)."""
-    if chapter.case and "model" in chapter.case:
-        page.locator(".st-key-case-bar [data-testid='stPopover'] button").first.click()
-        page.keyboard.press("Escape")
-    text = page.locator("[data-testid='stMain']").inner_text()
-    found = [word for word in ENGLISH if word in text]
-    assert not found, f"{chapter.slug or 'home'}: {found}"
 
 
 def test_an_empty_model_search_answers_in_french(server, page):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-import re
 import threading
 import time
 import urllib.error
@@ -18,15 +17,10 @@ import pytest
 from calculator import catalog
 from guide import chapters
 from guide.markdown import Heading, parse
-from tests.browser import (CASE_BAR, GuideServer, heading_in_view, open_url, upload_to_case_bar, wait_for_page,
-                           wait_for_text, wait_for_widget_text)
+from tests.browser import (CASE_BAR, GuideServer, heading_in_view, open_url, upload_to_case_bar, wait_for_text, wait_for_widget_text)
 
 pytestmark = pytest.mark.browser
 BUILD_SECONDS = 5
-VIOLATIONS = """
-window.__csp = [];
-document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
-"""
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +117,6 @@ HOSTILE_LINKS = [
     ("fine-tuning", "fr", "tm_batch", "1e309", "training-memory"),
     ("cpu-offloading", "en", "om_gpu_gib", "inf", "device-map"),
     ("slow-model", "en", "bs_prompt", "9" * 400, "batch-size"),
-    ("slow-model", "fr", "bs_prompt", "-inf", "batch-size"),
-    ("oom", "en", "batch", "1e309", "context-length"),
 ]
 
 
@@ -154,21 +146,6 @@ def test_unknown_paths_of_any_depth_show_the_home_page_and_say_so(server, page, 
     assert shown in warning.inner_text()
     assert page.locator("h1").first.inner_text() == chapters.HOME.title(lang)
     assert page.evaluate("document.documentElement.lang") == lang
-
-
-def test_every_chapter_runs_under_the_content_security_policy(server, page):
-    page.context.add_init_script(VIOLATIONS)
-    for index, chapter in enumerate(chapters.CHAPTERS):
-        lang = ("en", "fr")[index % 2]
-        with page.expect_response(re.compile(rf"/{chapter.slug}\?")) as answer:
-            page.goto(f"{server.url}/{chapter.slug}?lang={lang}")
-        headers = answer.value.headers
-        assert "frame-ancestors 'self'" in headers["content-security-policy"]
-        assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"]
-        wait_for_page(page, 60_000)
-        page.wait_for_function("() => window.__guideFrame === true", timeout=10_000)  # the guide's own script ran
-        assert page.evaluate("window.__csp") == [], chapter.slug
-        assert page.evaluate("document.documentElement.lang") == lang
 
 
 def test_french_and_english_pages_declare_their_language(server, page):
