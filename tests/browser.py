@@ -63,7 +63,7 @@ def launch_browser(playwright):
 def wait_for_page(page, timeout: float = 30_000) -> None:
     """Until the chapter's title is drawn and Streamlit has finished running the script."""
     page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=timeout)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+    wait_until(page, "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
 
 
 def open_url(page, url: str):
@@ -79,6 +79,13 @@ def wait_for_widget_text(page, name: str, text: str, timeout: float = 30_000) ->
 
 
 CASE_BAR = ".st-key-case-bar"
+POLL_MS = 100  # Playwright polls a condition on every animation frame by default: 60 layouts a second
+
+
+def wait_until(page, expression: str, arg=None, timeout: float = 30_000):
+    """page.wait_for_function, checking every POLL_MS: the conditions read innerText or a
+    heading's position, which lay out the whole page, and a chapter is large."""
+    return page.wait_for_function(expression, arg=arg, timeout=timeout, polling=POLL_MS)
 # Streamlit's own English strings a French page must not show (assets/frame.html relabels them).
 STREAMLIT_ENGLISH = ("Drag and drop", "Browse files", "Upload", "per file", "No results", "Choose an option",
                      "Press Enter to apply", "Add an option")
@@ -117,7 +124,7 @@ def choose_typed(page, box, text: str) -> None:
         page.keyboard.press("Control+A")
         page.keyboard.type(text)
         try:
-            page.wait_for_function("([e, t]) => e.value === t", arg=[field.element_handle(), text], timeout=5_000)
+            wait_until(page, "([e, t]) => e.value === t", arg=[field.element_handle(), text], timeout=5_000)
             break
         except Exception:
             continue
@@ -126,15 +133,14 @@ def choose_typed(page, box, text: str) -> None:
 
 def wait_for_text(page, selector: str, text: str, timeout: float = 30_000) -> None:
     """Until the element `selector` shows `text` (it may not be drawn yet when this starts)."""
-    page.wait_for_function("([s, t]) => { const e = document.querySelector(s); return !!e && e.innerText.includes(t); }",
+    wait_until(page, "([s, t]) => { const e = document.querySelector(s); return !!e && e.innerText.includes(t); }",
                            arg=[selector, text], timeout=timeout)
 
 
 def heading_in_view(page, anchor: str, timeout: float = 20_000) -> bool:
     """True once the heading with this id sits in the top part of the viewport."""
     try:
-        page.wait_for_function(
-            """(id) => { const h = document.getElementById(id);
+        wait_until(page, """(id) => { const h = document.getElementById(id);
                          if (!h) return false;
                          const top = h.getBoundingClientRect().top;
                          return top >= 0 && top < window.innerHeight / 2; }""",
@@ -145,6 +151,5 @@ def heading_in_view(page, anchor: str, timeout: float = 20_000) -> bool:
 
 
 def wait_for_title(page, title: str, timeout: float = 30_000) -> None:
-    page.wait_for_function(
-        "(t) => { const h = document.querySelector(\"[data-testid='stMainBlockContainer'] h1\"); return !!h && h.innerText === t; }",
+    wait_until(page, "(t) => { const h = document.querySelector(\"[data-testid='stMainBlockContainer'] h1\"); return !!h && h.innerText === t; }",
         arg=title, timeout=timeout)

@@ -11,7 +11,7 @@ import pytest
 
 from guide import chapters
 from tests.browser import (RECORD_CSP_VIOLATIONS, assert_no_english_from_streamlit, heading_in_view, open_url,
-                           wait_for_page, wait_for_title, wait_for_widget_text)
+                           wait_for_page, wait_for_title, wait_for_widget_text, wait_until)
 
 pytestmark = pytest.mark.browser
 LANGS = ("en", "fr")
@@ -21,7 +21,7 @@ def click_chapter_link(link) -> None:
     """Click a link to another chapter once the page's script has made it a same-tab link
     (Streamlit renders markdown links with target=_blank; a click before then opens a tab)."""
     link.wait_for()
-    link.page.wait_for_function("(a) => !a.hasAttribute('target')", arg=link.element_handle(), timeout=20_000)
+    wait_until(link.page, "(a) => !a.hasAttribute('target')", arg=link.element_handle(), timeout=20_000)
     link.click()
 
 
@@ -55,7 +55,7 @@ def test_every_contract_deep_link_lands(server, page, chapter):
             raise AssertionError(f"{chapter.slug}#{anchor} ({lang}) is not in view: {where}")
         assert urlparse(page.url).fragment == anchor, page.url
     assert page.locator("h1").first.inner_text() == chapter.title(lang)
-    page.wait_for_function("() => window.__guideFrame === true", timeout=10_000)  # the guide's own script ran
+    wait_until(page, "() => window.__guideFrame === true", timeout=10_000)  # the guide's own script ran
     assert page.evaluate("window.__csp") == [], chapter.slug
     assert page.evaluate("document.documentElement.lang") == lang
     if lang == "fr":
@@ -114,7 +114,7 @@ def test_a_widget_interaction_updates_the_figure_and_the_url(server, page):
     page.locator(".st-key-case_dtype [data-testid='stSelectbox']").click()  # the page's case
     page.get_by_role("option", name="int4", exact=True).click()
     wait_for_widget_text(page, "quick-check", "3.74 GiB")
-    page.wait_for_function(  # every figure of the widget follows, not only the first
+    wait_until(page,  # every figure of the widget follows, not only the first
         "(s) => !document.querySelector(s).innerText.includes('14.96 GiB')", arg=".st-key-widget-quick-check")
     assert time.perf_counter() - started < 10
     assert "dtype=int4" in page.url
@@ -143,7 +143,7 @@ def test_an_unknown_page_says_so_in_the_readers_language(server, page):
     warning.wait_for()
     assert "« no-such-page<b> »" in warning.inner_text().replace("\u202f", " ")  # French typography
     # Streamlit's English dialog is closed
-    page.wait_for_function("() => !document.querySelector(\"[role='dialog']\")", timeout=10_000)
+    wait_until(page, "() => !document.querySelector(\"[role='dialog']\")", timeout=10_000)
     assert page.locator("b", has_text="»").count() == 0  # the typed HTML stays text
 
 

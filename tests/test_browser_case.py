@@ -12,7 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from guide import chapters
-from tests.browser import assert_no_english_from_streamlit, choose_typed, heading_in_view, open_url, wait_for_page, wait_for_title
+from tests.browser import (assert_no_english_from_streamlit, choose_typed, heading_in_view, open_url, wait_for_page,
+                           wait_for_title, wait_until)
 
 pytestmark = pytest.mark.browser
 LANGS = ("en", "fr")
@@ -104,7 +105,7 @@ def test_a_hub_id_typed_in_a_chapter_calculator_is_counted(server, fake_hub, pag
     before = widget.inner_text()
     box = widget.locator("[data-testid='stSelectbox']").first
     choose_typed(page, box, "someone/tiny-llama")
-    page.wait_for_function("() => location.search.includes('cm_model=someone%2Ftiny-llama')", timeout=90_000)
+    wait_until(page, "() => location.search.includes('cm_model=someone%2Ftiny-llama')", timeout=90_000)
     wait_for_page(page, timeout=90_000)  # the first model built from a config imports torch
     assert any("/someone/tiny-llama/resolve/main/config.json" in r for r in fake_hub.requests)
     assert box.locator("input").input_value() == "someone/tiny-llama"
@@ -117,7 +118,7 @@ def test_a_hub_id_typed_in_a_chapter_calculator_is_counted(server, fake_hub, pag
 def test_a_hub_id_typed_in_the_case_bar_sets_the_whole_page(server, fake_hub, page):
     open_url(page, f"{server.url}/slow-model?lang=fr")
     choose_typed(page, page.locator(".st-key-case_model [data-testid='stSelectbox']"), "someone/tiny-llama")
-    page.wait_for_function("() => location.search.includes('model=someone%2Ftiny-llama')", timeout=90_000)
+    wait_until(page, "() => location.search.includes('model=someone%2Ftiny-llama')", timeout=90_000)
     wait_for_page(page, timeout=90_000)
     assert bar_value(page, "model") == "someone/tiny-llama"
     assert not page.locator(".st-key-case-bar [data-testid='stAlertContentError']").count()

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.browser import heading_in_view, open_url, upload_to_case_bar, wait_for_text
+from tests.browser import heading_in_view, open_url, upload_to_case_bar, wait_for_text, wait_until
 from tests.conftest import CONFIGS
 
 pytestmark = pytest.mark.browser
@@ -92,7 +92,7 @@ def test_uploading_a_config_in_the_browser(server, page):
     upload(page, CONFIGS / "tiny-llama.json")
     wait_for_widget_text(page, "Chiffres pour votre fichier", timeout=60_000)  # the first upload imports torch
     exported_table(page)
-    page.wait_for_function(  # the export follows the upload
+    wait_until(page,  # the export follows the upload
         "(sel) => [...document.querySelectorAll(sel + ' [data-testid=\"stExpander\"] code')]"
         ".some(c => c.innerText.includes('tiny-llama.json'))", arg=WIDGET, timeout=60_000)
     shown = exported_table(page)

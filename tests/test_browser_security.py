@@ -17,7 +17,8 @@ import pytest
 from calculator import catalog
 from guide import chapters
 from guide.markdown import Heading, parse
-from tests.browser import (CASE_BAR, GuideServer, heading_in_view, open_url, upload_to_case_bar, wait_for_text, wait_for_widget_text)
+from tests.browser import (CASE_BAR, GuideServer, heading_in_view, open_url, upload_to_case_bar, wait_for_text,
+                           wait_for_widget_text, wait_until)
 
 pytestmark = pytest.mark.browser
 BUILD_SECONDS = 5
@@ -125,10 +126,10 @@ HOSTILE_LINKS = [
 def test_a_link_with_a_number_no_field_holds_lands_on_its_section(server, page, slug, lang, key, value, anchor):
     open_url(page, f"{server.url}/{slug}?lang={lang}&{key}={value}#{anchor}")
     assert heading_in_view(page, anchor), page.url
-    page.wait_for_function("(k) => !new URL(location.href).searchParams.has(k)", arg=key, timeout=10_000)
+    wait_until(page, "(k) => !new URL(location.href).searchParams.has(k)", arg=key, timeout=10_000)
     assert page.url.endswith(f"#{anchor}") and f"lang={lang}" in page.url
     notice = {"en": "which this calculator cannot use", "fr": "que ce calculateur ne peut pas utiliser"}[lang]
-    page.wait_for_function("(t) => document.querySelector(\"[data-testid='stMain']\").innerText.includes(t)",
+    wait_until(page, "(t) => document.querySelector(\"[data-testid='stMain']\").innerText.includes(t)",
                            arg=notice, timeout=60_000)  # drawn once the widget has run
     assert page.locator("[data-testid='stException']").count() == 0
     page.locator(f"[id='{last_heading(slug, lang)}']").wait_for(state="attached", timeout=60_000)  # drawn to its end
@@ -152,7 +153,7 @@ def test_french_and_english_pages_declare_their_language(server, page):
     open_url(page, f"{server.url}/oom?lang=fr")
     assert page.evaluate("document.documentElement.lang") == "fr"
     page.locator("a[data-guide-lang='en']").first.click()  # the language switch
-    page.wait_for_function("() => document.documentElement.lang === 'en'", timeout=20_000)
+    wait_until(page, "() => document.documentElement.lang === 'en'", timeout=20_000)
 
 
 def test_the_metrics_are_not_served_through_a_proxy(server):

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser import heading_in_view, open_url
+from tests.browser import heading_in_view, open_url, wait_until
 from tests.test_oom_message import TORCH_2_4
 
 pytestmark = pytest.mark.browser
@@ -21,7 +21,7 @@ def test_oom_pasting_a_message_reads_it_and_puts_it_in_the_url(server, page):
     widget = page.locator(".st-key-widget-oom-message")
     widget.locator("text=Another process").wait_for(timeout=20_000)
     assert "9.21 GiB" in widget.inner_text()
-    page.wait_for_function("() => window.location.search.includes('om_text=')")
+    wait_until(page, "() => window.location.search.includes('om_text=')")
     assert page.evaluate("() => window.__pwned") is None
     assert widget.locator("img").count() == 0 and widget.locator("a[href^='javascript']").count() == 0
 
