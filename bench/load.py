@@ -153,7 +153,9 @@ async def journey(browser, url: str, index: int, rounds: int, upload_dir: Path) 
             result["times"].append(time.perf_counter() - start)
         # Estimate a catalog model, then upload a config only this session has.
         step = "estimate a catalog model"
-        await page.goto(f"{url}/estimator?lang=en&es_model=mistralai%2FMistral-7B-v0.1", timeout=SESSION_TIMEOUT_MS)
+        # The case's model (not the estimator's own es_model, which would win over the upload
+        # the session then puts into the case).
+        await page.goto(f"{url}/estimator?lang=en&model=mistralai%2FMistral-7B-v0.1", timeout=SESSION_TIMEOUT_MS)
         await wait_text(page, ".st-key-widget-estimator", "7,241,732,096")
         name = f"session-{index}.json"
         path = upload_dir / name
