@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from calculator.messages import text
 from guide.case import Case
 from guide.typography import for_language
 
@@ -18,7 +19,6 @@ CONTENT = ROOT / "content"
 @dataclass(frozen=True)
 class Chapter:
     slug: str  # URL path; "" for the home page
-    titles: dict[str, str]
     icon: str
     anchors: tuple[str, ...] = ()  # section anchors promised to users (the public contract)
     case: tuple[str, ...] = ()  # the case fields its bar shows (guide/case.py), in order
@@ -39,13 +39,13 @@ class Chapter:
         return CONTENT / lang / f"{self.content_name}.md"
 
     def title(self, lang: str) -> str:
-        """The visible title, with the language's typography (French: « … ? » spacing)."""
-        return for_language(self.titles.get(lang) or self.titles["en"], lang)
+        """The visible title (content/ui/<lang>/chapters.toml), with the language's typography
+        (French: « … ? » spacing)."""
+        return for_language(text(f"chapters.{self.content_name}", lang), lang)
 
 
 HOME = Chapter(
     slug="",
-    titles={"en": "What is wrong with my model?", "fr": "Qu'est-ce qui ne va pas avec mon modèle ?"},
     icon=":material/home:",
     anchors=("quick-check",),
     case=("model", "gpu", "dtype"),
@@ -57,7 +57,6 @@ CHAPTERS: tuple[Chapter, ...] = (
     HOME,
     Chapter(
         slug="slow-model",
-        titles={"en": "My model is very slow", "fr": "Mon modèle est très lent"},
         icon=":material/speed:",
         anchors=("batch-size", "data-parallelism", "inference-code", "precision"),
         case=("model", "gpu", "dtype", "batch", "prompt", "new_tokens"),
@@ -65,7 +64,6 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         slug="memory-estimate",
-        titles={"en": "How much memory does my model need?", "fr": "De combien de mémoire mon modèle a-t-il besoin ?"},
         icon=":material/memory:",
         anchors=("rule-of-thumb", "exact-count", "inference-overhead", "units"),
         case=("model", "gpu", "dtype"),
@@ -73,7 +71,6 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         slug="quantization",
-        titles={"en": "Quantization", "fr": "La quantification"},
         icon=":material/compress:",
         anchors=("precision-factor", "formats", "accuracy-tradeoff", "kept-modules"),
         case=("model", "gpu", "batch", "prompt", "new_tokens"),
@@ -81,7 +78,6 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         slug="parallelism",
-        titles={"en": "Model parallelism", "fr": "Le parallélisme de modèle"},
         icon=":material/view_column:",
         anchors=("pipeline-parallelism", "pipeline-bubble", "tensor-parallelism", "data-parallelism"),
         case=("model", "gpu", "dtype", "batch", "prompt"),
@@ -89,7 +85,6 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         slug="cpu-offloading",
-        titles={"en": "CPU offloading", "fr": "Le déchargement sur le CPU"},
         icon=":material/swap_horiz:",
         anchors=("device-map", "offload-cost", "zero-offload", "llama-cpp"),
         case=("model", "gpu", "dtype"),
@@ -97,8 +92,6 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         slug="oom",
-        titles={"en": "It fits, but I still get out-of-memory errors",
-                "fr": "Le modèle tient, mais la mémoire finit par manquer"},
         icon=":material/memory:",
         anchors=("oom-message", "context-length", "dummy-data-test", "batch-size", "sort-by-length"),
         case=("model", "gpu", "dtype", "batch", "prompt", "new_tokens"),
@@ -106,7 +99,6 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         slug="serving",
-        titles={"en": "Serving a model to many users", "fr": "Servir un modèle à de nombreux utilisateurs"},
         icon=":material/dns:",
         anchors=("serving-memory", "published-logs", "concurrency", "how-many-gpus", "engine-settings",
                  "multi-gpu-inference"),
@@ -115,7 +107,6 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         slug="fine-tuning",
-        titles={"en": "Memory for fine-tuning", "fr": "La mémoire du fine-tuning"},
         icon=":material/model_training:",
         anchors=("training-memory", "optimizer-states", "activations", "lora", "zero", "distributed", "accuracy"),
         case=("model", "gpu", "method", "precision", "optimizer", "checkpointing", "batch", "sequence"),
@@ -124,7 +115,6 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         slug="estimator",
-        titles={"en": "Model memory estimator", "fr": "Estimateur de mémoire des modèles"},
         icon=":material/calculate:",
         anchors=("estimate", "safetensors-count", "take-away", "accuracy", "limits"),
         case=("model", "gpu"),
