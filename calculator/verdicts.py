@@ -89,11 +89,12 @@ def default_checkpointing(method: str) -> str:
 
 # Weights per GPU: tensor and pipeline parallelism ----------------------------------------
 
-def weights_per_gpu(per_gpu_bytes, card: Gpu | None, question: str = "weights_fit") -> Answer:
-    """Whether each GPU's weights fit: each GPU's reserved weights (held from start to end)
-    against the card's budget; the plan's verdict is its worst GPU's."""
+def weights_per_gpu(per_gpu_bytes, card: Gpu | None, question: str = "weights_fit",
+                    assumptions: tuple[Assumption, ...] = (Assumption("weights_only"), Assumption("weights_held"))
+                    ) -> Answer:
+    """Whether each GPU's weights (or other states held from start to end) fit: each GPU's
+    reserved bytes against the card's budget; the plan's verdict is its worst GPU's."""
     per_gpu = [int(b) for b in per_gpu_bytes]
-    assumptions = (Assumption("weights_only"), Assumption("weights_held"))
     figures = {"weights_per_gpu_bytes": per_gpu, "largest_bytes": max(per_gpu, default=0)}
     if card is None:
         return Answer(question, None, figures, assumptions)
@@ -124,6 +125,24 @@ def pipeline_answer(model, card: Gpu | None, dtype: str, gpus: int) -> Answer:
     stages = pipeline_split(model.summary, storage, gpus)
     answer = weights_per_gpu([s.bytes for s in stages], card, "pipeline_fit")
     return replace(answer, detail=stages, assumptions=answer.assumptions + (Assumption("dtype", storage),))
+
+
+def zero_offload_answer(result, card: Gpu) -> Answer:
+    """Model states per GPU without and with ZeRO-Offload (before activations) against the budget."""
+    return weights_per_gpu([result.gpu_plain_bytes, result.gpu_offload_bytes], card, "zero_offload_fit",
+                           (Assumption("states_only"), Assumption("weights_held")))
+
+
+def offload_limits(card: Gpu, gpu_budget_bytes: int, disk_bytes: int = 0, disk_budget_bytes: int | None = None
+                   ) -> Answer:
+    """What a device map's limits say: a GPU budget above the card's total (the planner would
+    place more than the card holds), and a disk limit the offloaded weights (`disk_bytes`)
+    do not fit in."""
+    over_card = gpu_budget_bytes > card.memory_bytes
+    disk_short = disk_budget_bytes is not None and disk_bytes > disk_budget_bytes
+    figures = {"gpu_budget_over_card": over_card, "disk_too_small": disk_short, "gpu_budget_bytes": gpu_budget_bytes,
+               "disk_budget_bytes": disk_budget_bytes, "disk_bytes": disk_bytes}
+    return Answer("offload_limits", TOO_BIG if disk_short else None, figures)
 
 
 # Inference: largest batch, largest context, formats that fit ------------------------------
