@@ -16,7 +16,9 @@ Assumption ids are stable (JSON `assumptions`, README "Verdicts"):
 - forward_only: a model that does not generate runs one forward over its tokens.
 - compute_dtype: the precision the products run in (value: dtype, and why when the engine chose).
 - batch_capped: the batch a throughput answer uses is the largest that fits, capped (value: cap).
-- checkpointing_default: the activation recomputation a fine-tuning method starts with.
+- span: the longest context searched (the model's own positions, else DEFAULT_SPAN).
+- checkpointing, precision: the activation recomputation and the precision a training step uses
+  (recomputation: full for LoRA and QLoRA, none for full fine-tuning, unless given).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .gpus import Gpu
 
 VERDICT_ORDER = (FITS, TIGHT, TOO_BIG)
 MAX_THROUGHPUT_BATCH = 256  # data-parallel timing: larger batches add little throughput
+DEFAULT_SPAN = 32_768  # the longest context searched for a model that does not say how long a context it takes
 
 
 @dataclass(frozen=True)
@@ -173,20 +176,45 @@ def largest_batch_answer(model, card: Gpu, lengths: dict, **options) -> Answer:
     return Answer("largest_batch", verdict, figures, (Assumption("lengths", dict(lengths)),))
 
 
-def largest_context_answer(model, card: Gpu, batch: int, limit: int | None = None, **options) -> Answer:
+def context_span(spec) -> int:
+    """How far a largest-context search goes: the model's positions, else DEFAULT_SPAN."""
+    return spec.max_positions or DEFAULT_SPAN
+
+
+def largest_context_answer(model, card: Gpu, batch: int, **options) -> Answer:
     """The longest context that fits at this batch, all of it arriving as a prompt (the worst
-    case of a generation that long: the next turn of a conversation sends the whole history)."""
+    case of a generation that long: the next turn of a conversation sends the whole history),
+    searched up to the model's positions (context_span)."""
     from .inference import inference_memory, largest_context
 
     options = {k: v for k, v in options.items() if k not in ("prompt", "new_tokens", "context")}
+    limit = context_span(model.spec)
     budget = Budget(card)
     largest = largest_context(model.summary, model.spec, budget, batch, limit=limit, **options)
     tight = largest_context(model.summary, model.spec, replace(budget, headroom_share=0.0), batch, limit=limit,
                             **options)
     one = inference_memory(model.summary, model.spec, batch, 1, **options)
-    figures = {"largest_context": largest, "largest_context_tight": tight, "batch": batch,
+    figures = {"largest_context": largest, "largest_context_tight": tight, "batch": batch, "span": limit,
                "usable_bytes": budget.usable_bytes, "dtype": one.weights_format}
-    return Answer("largest_context", readings_of(one, budget).verdict, figures, (Assumption("context_all_prompt"),))
+    return Answer("largest_context", readings_of(one, budget).verdict, figures,
+                  (Assumption("context_all_prompt"), Assumption("span", limit)))
+
+
+def largest_micro_batch_answer(model, card: Gpu, setup, layout=None) -> Answer:
+    """The peak of one training step per GPU against the card's budget, and the largest
+    micro-batch that fits (and the one only the headroom admits); `detail`: the step's memory."""
+    from .training import Layout, largest_micro_batch, training_memory
+
+    layout = layout or Layout()
+    budget = Budget(card)
+    memory = training_memory(model.summary, model.spec, setup, layout, model.traits)
+    largest = largest_micro_batch(model.summary, model.spec, budget, setup, layout, model.traits)
+    tight = largest_micro_batch(model.summary, model.spec, replace(budget, headroom_share=0.0), setup, layout,
+                                model.traits)
+    figures = {"largest_micro_batch": largest, "largest_micro_batch_tight": tight, "precision": setup.precision,
+               "usable_bytes": budget.usable_bytes, "headroom_bytes": budget.headroom_bytes}
+    assumptions = (Assumption("checkpointing", setup.checkpointing), Assumption("precision", setup.precision))
+    return Answer("largest_micro_batch", readings_of(memory, budget).verdict, figures, assumptions, memory)
 
 
 def formats_answer(model, card: Gpu, batch: int, prompt: int, new_tokens: int, group_size: int,

@@ -56,14 +56,13 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from dataclasses import replace
 
     from ..budget import readings_of
     from ..training import (STRATEGIES, Layout, TrainingSetup, activation_model, compare_methods, fewest_gpus,
-                            korthikanti_layer_bytes, largest_micro_batch, rule_of_thumb_bytes, rule_of_thumb_split,
+                            korthikanti_layer_bytes, rule_of_thumb_bytes, rule_of_thumb_split,
                             training_memory)
 
-    from ..verdicts import default_checkpointing
+    from ..verdicts import default_checkpointing, largest_micro_batch_answer
 
     card = find_gpu(args.gpu)
     checkpointing = args.checkpointing or default_checkpointing(args.method)
@@ -88,13 +87,12 @@ def run(args) -> int:
     readings = readings_of(memory, budget)
     result.update(readings_json(readings))
     if card is not None:
-        tight = replace(budget, headroom_share=0.0)
+        answer = largest_micro_batch_answer(model, card, setup, layout)
         result.update({"gpu": card.key, "gpu_memory_bytes": card.memory_bytes, "total_memory_bytes": card.total_bytes,
                        "context_bytes": card.context_bytes,
-                       "largest_micro_batch": largest_micro_batch(model.summary, model.spec, budget, setup, layout,
-                                                                  traits),
-                       "largest_micro_batch_tight": largest_micro_batch(model.summary, model.spec, tight, setup,
-                                                                        layout, traits),
+                       "largest_micro_batch": answer.figures["largest_micro_batch"],
+                       "largest_micro_batch_tight": answer.figures["largest_micro_batch_tight"],
+                       "assumptions": [a.to_json() for a in answer.assumptions],
                        "fewest_gpus": [fewest_gpus(model.summary, model.spec, budget, strategy, setup,
                                                    traits).to_json() for strategy in STRATEGIES]})
     result.update({

@@ -27,6 +27,12 @@ def batch_sizes(largest: int, chosen: int = 1) -> list[int]:
     return sorted(set(sizes) | ({largest} if largest else set()) | {chosen})
 
 
+def answer_for(inputs):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    lengths, _ = lengths_for(inputs.model.spec, inputs.prompt, inputs.new_tokens)
+    return largest_batch_answer(inputs.model, inputs.card, lengths, dtype=inputs.dtype)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "bs_model", "gpu": "bs_gpu", "dtype": "bs_dtype", "prompt": "bs_prompt",
@@ -37,7 +43,7 @@ def render(ctx: Context) -> None:
         st.info(ctx.t("batch_size.not_generative"))
     lengths, _ = lengths_for(model.spec, inputs.prompt, inputs.new_tokens)
     budget = Budget(gpu)
-    answer = largest_batch_answer(model, gpu, lengths, dtype=dtype)
+    answer = answer_for(inputs)
     largest = answer.figures["largest_batch"]
     sizes = batch_sizes(largest, inputs.batch)
     memories = [inference_memory(model.summary, model.spec, b, dtype=dtype, **lengths) for b in sizes]

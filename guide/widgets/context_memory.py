@@ -16,7 +16,6 @@ from guide.widgets.common import case_inputs, readings_row
 from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
 
 POINTS = 60
-DEFAULT_SPAN = 32_768  # models that do not say how long a context they take
 COLORS = ("#5b7db1", "#9ecae1", "#ff9f40")  # weights, cache, activations; the capacity line is red
 
 
@@ -35,6 +34,12 @@ def context_points(shown: int, marked: int) -> list[int]:
     return sorted(points)
 
 
+def answer_for(inputs, attention: str = "sdpa", mode: str | None = None, kv_dtype: str | None = None):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return largest_context_answer(inputs.model, inputs.card, inputs.batch, dtype=inputs.dtype, kv_dtype=kv_dtype,
+                                  attention=attention, mode=mode)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "cm_model", "gpu": "cm_gpu", "dtype": "cm_dtype", "batch": "cm_batch"})
@@ -45,10 +50,9 @@ def render(ctx: Context) -> None:
     kv_dtype = kv_dtype_picker(ctx, "cm_kv", container=c7)
     spec, summary = model.spec, model.summary
     options = {"dtype": dtype, "kv_dtype": kv_dtype, "attention": attention, "mode": mode}
-    span = spec.max_positions or DEFAULT_SPAN
     capacity = Budget(gpu)
-    answer = largest_context_answer(model, gpu, batch, limit=span, **options)
-    largest = answer.figures["largest_context"]
+    answer = answer_for(inputs, attention, mode, kv_dtype)
+    largest, span = answer.figures["largest_context"], answer.figures["span"]
     shown = shown_span(span, largest)
     points = context_points(shown, largest)
     memories = [inference_memory(summary, spec, batch, t, **options) for t in points]

@@ -22,9 +22,15 @@ def duration(seconds: float, ctx: Context) -> str:
     return ctx.t("common.hours", n=format_number(seconds / 3600, 1, ctx.lang))
 
 
+def answer_for(inputs, samples: int, per_node: int, nodes: int, network: str, training: bool, counts=()):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return data_parallel_answer(inputs.model, inputs.card, samples, inputs.prompt, per_node, nodes, network, training,
+                                inputs.dtype, counts)
+
+
 def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "dp_model", "gpu": "dp_gpu", "prompt": "dp_tokens"})
-    model, gpu, tokens = inputs.model, inputs.card, inputs.prompt
+    gpu = inputs.card
     training = st.checkbox(ctx.t("data_parallel.training"), value=False, key="dp_train", bind="query-params")
     samples = tokens_input(ctx, "data_parallel.samples", "dp_samples", 100_000, high=10**9, step=1000)
     c5, c6, c7 = st.columns(3)
@@ -34,7 +40,7 @@ def render(ctx: Context) -> None:
                            bind="query-params", disabled=nodes == 1)
     counts = sorted({1, 2, 4, 8, per_node} & set(range(1, per_node + 1)))
     labels = counts + [per_node * n for n in sorted({1, 2, 4, nodes})][1:]
-    answer = data_parallel_answer(model, gpu, samples, tokens, per_node, nodes, network, training, inputs.dtype, labels)
+    answer = answer_for(inputs, samples, per_node, nodes, network, training, labels)
     figures = answer.figures
     times = [figures["seconds_by_gpus"][k] for k in labels]
     single, final = figures["one_gpu_seconds"], figures["seconds"]
@@ -62,7 +68,7 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="data-parallel",
     render=render,
-    params=(Param("dp_model", "meta-llama/Meta-Llama-3-8B"), gpu_param("dp_gpu", "NVIDIA H100 SXM"),
+    params=(Param("dp_model", "mistralai/Mistral-7B-v0.1"), gpu_param("dp_gpu", "NVIDIA H100 SXM"),
             Param("dp_train", "true"), Param("dp_samples", "5000"), Param("dp_tokens", "2048"),
             Param("dp_per_node", "4"), Param("dp_nodes", "4"),
             Param("dp_network", "Ethernet 25 Gb/s", given=(("dp_train", "true"), ("dp_nodes", "4")))),

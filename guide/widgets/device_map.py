@@ -153,5 +153,5 @@ WIDGET = Widget(
             Param("om_dtype", "float32"), Param("om_quant", "bnb-nf4"),
             Param("om_gpus", "2", given=(("om_gpu_gib", "6"),)),
             Param("om_gpu_gib", "8"), Param("om_cpu_gib", "4"),
-            Param("om_disk_gib", "2", given=(("om_cpu_gib", "4"),))),
+            Param("om_disk_gib", "2", given=(("om_cpu_gib", "1"),))),
 )

@@ -17,6 +17,11 @@ KINDS = ("embedding", "layers", "head", "other")
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 
 
+def answer_for(inputs, gpus: int):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return pipeline_answer(inputs.model, inputs.card, storage_dtype(inputs.dtype), gpus)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "pp_model", "gpu": "pp_gpu", "dtype": "pp_dtype"})
@@ -26,7 +31,7 @@ def render(ctx: Context) -> None:
     if gpus > units:
         st.warning(ctx.t("parallelism.too_many_stages", gpus=gpus, units=units))
         gpus = units
-    answer = pipeline_answer(model, gpu, dtype, gpus)
+    answer = answer_for(inputs, gpus)
     stages, usable = answer.detail, answer.figures["usable_bytes"]
     labels = [ctx.t("parallelism.gpu_label", n=s.gpu) for s in stages]
     parts = {ctx.t(f"parallelism.kind_{kind}"): [s.kinds.get(kind, 0) for s in stages] for kind in KINDS}

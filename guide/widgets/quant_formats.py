@@ -18,6 +18,11 @@ FAMILY_COLOURS = {"bf16": "#9aa5b1", "float8": "#8c564b", "bitsandbytes": "#3366
                   "awq": "#98df8a", "gguf": "#ff7f0e"}
 
 
+def answer_for(inputs, group: int):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return formats_answer(inputs.model, inputs.card, inputs.batch, inputs.prompt, inputs.new_tokens, group)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "qz_model", "gpu": "qz_gpu", "batch": "qz_batch", "prompt": "qz_prompt",
@@ -26,7 +31,7 @@ def render(ctx: Context) -> None:
     group = st.selectbox(ctx.t("quantization.group_size"), list(GROUP_SIZES),
                          index=GROUP_SIZES.index(DEFAULT_GROUP_SIZE), key="qz_group", bind="query-params",
                          help=ctx.t("quantization.group_size_help"))
-    answer = formats_answer(model, gpu, inputs.batch, inputs.prompt, inputs.new_tokens, group)
+    answer = answer_for(inputs, group)
     results, peaks = answer.detail, {row["format"]: row for row in answer.figures["formats"]}
     verdicts = {name: row["verdict"] for name, row in peaks.items()}
     rows = []

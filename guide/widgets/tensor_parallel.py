@@ -21,6 +21,11 @@ def tp_tokens(inputs) -> int:
     return inputs.batch * inputs.prompt if "prompt" not in inputs.changed else inputs.prompt
 
 
+def answer_for(inputs, degree: int):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return tensor_parallel_answer(inputs.model, inputs.card, storage_dtype(inputs.dtype), degree, tp_tokens(inputs))
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "tp_model", "gpu": "tp_gpu", "dtype": "tp_dtype", "prompt": "tp_tokens"})
@@ -29,7 +34,7 @@ def render(ctx: Context) -> None:
                           bind="query-params", help=ctx.t("parallelism.degree_help"))
     tokens = tp_tokens(inputs)
     try:
-        answer = tensor_parallel_answer(model, gpu, dtype, degree, tokens)
+        answer = answer_for(inputs, degree)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx)
