@@ -204,6 +204,9 @@ def check_config(config: dict) -> None:
     if config.get("auto_map") is not None and not isinstance(config.get("auto_map"), dict):
         raise CalculatorError("config_bad_auto_map", value=_show(config["auto_map"]))
     _check_values(config, depth=0)
+    for key in HIDDEN_KEYS:  # a width of 0 turns a part off, never the whole model
+        if config.get(key) == 0:
+            raise CalculatorError("config_bad_value", key=key, value="0", low=1, high=LIMITS["width"][2])
     rough = rough_parameter_count(config)
     if rough > MAX_ROUGH_PARAMETERS:
         raise CalculatorError("config_absurd", rough=f"{rough:.3g}", limit=f"{MAX_ROUGH_PARAMETERS:.0e}")

@@ -105,6 +105,10 @@ def read_case(query: dict[str, list[str]], defaults: Case) -> tuple[Case, tuple[
             values[name] = parse_value(name, text)
         except ValueError:
             refused.append(Refused(name, text[:60]))
+    if "method" in values and "checkpointing" not in values:  # the method's own start, as the CLI's
+        from calculator.verdicts import default_checkpointing
+
+        values["checkpointing"] = default_checkpointing(values["method"])
     return replace(defaults, **values), tuple(refused), tuple(present)
 
 

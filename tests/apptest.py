@@ -23,12 +23,29 @@ def open_page(slug: str, lang: str | None = "en", locale: str | None = None, **q
     return at
 
 
+def is_link(text: str) -> bool:
+    """A link a reader copies (the share box, "link to this section"): it echoes every URL
+    parameter, so it would change with any input whether or not a result does."""
+    return text.startswith(("http://", "https://", "/")) or "?lang=" in text
+
+
+def chart_data(chart) -> str:
+    """A chart as drawn: its traces, and the lines, marks and axis ranges of its layout."""
+    spec = json.loads(chart.proto.spec)
+    layout = spec.get("layout", {})
+    drawn = {key: layout[key] for key in ("shapes", "annotations") if key in layout}
+    drawn.update({key: layout[key].get("range") for key in layout if key.startswith(("xaxis", "yaxis"))})
+    return repr((spec.get("data", []), drawn))
+
+
 def fingerprint(at: AppTest) -> str:
-    """Everything a reader sees as results: metrics, text, tables, alerts and charts."""
+    """Everything a reader sees as results: metrics, text, whole tables, alerts and chart
+    data; never the links that echo the URL."""
     parts = [m.value for m in at.metric] + [m.value for m in at.markdown] + [c.value for c in at.caption]
-    parts += [str(d.value) for d in at.dataframe] + [c.value for c in at.code]
+    parts += [d.value.to_csv(index=False) for d in at.dataframe]
+    parts += [c.value for c in at.code if not is_link(c.value)]
     parts += [a.value for kind in (at.success, at.info, at.warning, at.error) for a in kind]
-    parts += [json.loads(c.proto.spec).get("data", []).__repr__() for c in at.get("plotly_chart")]
+    parts += [chart_data(c) for c in at.get("plotly_chart")]
     return "\n".join(parts)
 
 

@@ -63,7 +63,7 @@ def test_fuzzed_configs_give_a_count_or_a_clear_error(model, deletions, changes)
     else:
         event("counted")
         assert resolved.summary.parameters > 0
-        assert resolved.spec.hidden >= 0
+        assert resolved.spec.hidden > 0
     assert time.perf_counter() - start < 10
 
 
@@ -97,3 +97,11 @@ def test_nan_and_infinity_sizes_are_refused():
             assert False
         except CalculatorError as error:
             assert error.code == "config_bad_value"
+
+
+@pytest.mark.parametrize("model,key", [("t5-small", "d_model"), ("llama-3.2-1b", "hidden_size")])
+def test_a_model_of_width_zero_is_refused(model, key):
+    """transformers builds these (T5: 512 parameters, Llama: none): a count of nothing is no answer."""
+    with pytest.raises(CalculatorError) as refused:
+        resolve_config({**catalog.config(model), key: 0}, "zero")
+    assert refused.value.code == "config_bad_value" and refused.value.params["key"] == key

@@ -118,3 +118,21 @@ def readings_lines(readings, card, size=format_bytes) -> list[str]:
                      f"(PyTorch's total {size(card.total_bytes)} less the CUDA context {size(card.context_bytes)}); "
                      f"headroom kept: {size(readings.headroom_bytes)}.")
     return lines
+
+
+VERDICT_MARKS = {"fits": "yes", "tight": "tight", "too_big": "no"}
+
+
+def verdict_json(answer) -> dict:
+    """An answer's verdict as JSON: `verdict`, `fits` (true only for "fits"; null without a
+    card), its figures and `assumptions` (stable ids, README "Verdicts")."""
+    data = answer.to_json()
+    data["fits"] = None if answer.verdict is None else answer.verdict == "fits"
+    return data
+
+
+def verdict_line(answer, card, size=format_bytes) -> str:
+    """One human line: the verdict on the card and the budget it was read against."""
+    figures = answer.figures
+    return (f"On {card.name}: {VERDICT_WORDS[answer.verdict]}. Usable: {size(figures['usable_bytes'])}, "
+            f"headroom kept: {size(figures['headroom_bytes'])}.")

@@ -17,33 +17,29 @@ def register(commands, shared) -> None:
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--network", choices=list(NETWORKS_GBS), default=next(iter(NETWORKS_GBS)))
     p.add_argument("--training", action="store_true", help="training (gradient all-reduce) instead of inference")
+    p.add_argument("--dtype", default="bfloat16",
+                   help="precision (default bfloat16; float16 on a card without bfloat16 tensor cores, such as a T4)")
 
 
 def run(args) -> int:
-    from ..inference import check_sizes, largest_batch
-    from ..speed import data_parallel_inference, data_parallel_training, generation
+    from ..inference import check_sizes
+    from ..precision import normalize_dtype
+    from ..verdicts import data_parallel_answer
 
     card = find_gpu(args.gpu)
     for name, value in (("samples", args.samples), ("gpus-per-node", args.gpus_per_node), ("nodes", args.nodes)):
         check_sizes(value, 1) if name != "samples" else check_sizes(1, value)
     check_sizes(1, args.tokens)
+    dtype = normalize_dtype(args.dtype)
     model = resolve_model(args)
-    if args.training:
-        one = data_parallel_training(model.summary, card, args.samples, args.tokens, 1, 1, args.network)
-        many = data_parallel_training(model.summary, card, args.samples, args.tokens, args.gpus_per_node,
-                                      args.nodes, args.network)
-        single, total, extra = one.seconds, many.seconds, many.to_json()
-    else:
-        batch = max(1, min(largest_batch(model.summary, model.spec, card.memory_bytes, args.tokens), 256))
-        run = generation(model.summary, model.spec, card, "bfloat16", batch, args.tokens, 1)
-        single = data_parallel_inference(run, args.samples, 1)
-        total = data_parallel_inference(run, args.samples, args.gpus_per_node * args.nodes)
-        extra = {"batch": batch}
-    result = {"model": model.name, "gpu": card.key, "training": args.training, "gpus": args.gpus_per_node * args.nodes,
-              "nodes": args.nodes, "one_gpu_seconds": single, "seconds": total, "speedup": single / total, **extra}
+    answer = data_parallel_answer(model, card, args.samples, args.tokens, args.gpus_per_node, args.nodes,
+                                  args.network, args.training, dtype)
+    figures = {k: v for k, v in answer.figures.items() if k != "seconds_by_gpus"}
+    result = {"model": model.name, "gpu": card.key, **figures, "assumptions": [a.to_json() for a in answer.assumptions]}
     if args.json:
         print_json(result)
         return 0
-    print(f"{model.name} on {result['gpus']} x {card.name} ({args.nodes} node(s)): {total:.1f} s "
+    single, total = result["one_gpu_seconds"], result["seconds"]
+    print(f"{model.name} on {result['gpus']} x {card.name} ({args.nodes} node(s)), {result['dtype']}: {total:.1f} s "
           f"instead of {single:.1f} s on one GPU, speed-up x{single / total:.2f}")
     return 0

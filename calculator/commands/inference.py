@@ -40,11 +40,10 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from dataclasses import replace
-
     from ..budget import readings_of
     from ..errors import CalculatorError
-    from ..inference import inference_memory, largest_batch, largest_context
+    from ..inference import inference_memory
+    from ..verdicts import largest_batch_answer, largest_context_answer
 
     if (args.context is None) == (args.prompt is None) or (args.context is not None and args.new_tokens):
         raise CalculatorError("context_or_prompt")  # --new-tokens goes with --prompt only
@@ -59,15 +58,14 @@ def run(args) -> int:
     result = {"model": model.name, "source": model.source, **memory.to_json(), **readings_json(readings),
               "max_positions": model.spec.max_positions}
     if card:
-        tight = replace(budget, headroom_share=0.0)  # what fits only inside the headroom is "tight"
-        by_context = {**options, "new_tokens": args.new_tokens if args.prompt is not None else 0}
+        batch = largest_batch_answer(model, card, length, **options)
+        context = largest_context_answer(model, card, args.batch, **options)
         result.update(gpu=card.key, gpu_memory_bytes=card.memory_bytes, total_memory_bytes=card.total_bytes,
                       context_bytes=card.context_bytes,
-                      largest_batch=largest_batch(model.summary, model.spec, budget, **length, **options),
-                      largest_batch_tight=largest_batch(model.summary, model.spec, tight, **length, **options),
-                      largest_context=largest_context(model.summary, model.spec, budget, args.batch, **by_context),
-                      largest_context_tight=largest_context(model.summary, model.spec, tight, args.batch,
-                                                            **by_context))
+                      largest_batch=batch.figures["largest_batch"], largest_batch_tight=batch.figures["largest_batch_tight"],
+                      largest_context=context.figures["largest_context"],
+                      largest_context_tight=context.figures["largest_context_tight"],
+                      assumptions=[a.to_json() for a in batch.assumptions + context.assumptions])
     if args.json:
         print_json(result)
         return 0
@@ -89,7 +87,8 @@ def run(args) -> int:
         limit = " (the model's own limit)" if result["largest_context"] == model.spec.max_positions else ""
         print(f"Largest batch that fits: {result['largest_batch']} (tight: {result['largest_batch_tight']}); "
               f"largest context at batch {args.batch}: {result['largest_context']} tokens{limit} "
-              f"(tight: {result['largest_context_tight']}).")
+              f"(tight: {result['largest_context_tight']}), all of it in the prompt (the worst case of a "
+              f"generation that long).")
     print("Units: GiB = 2^30 bytes.")
     return 0
 

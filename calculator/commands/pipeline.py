@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..precision import DTYPES
 from ..units import format_bytes
-from ._common import add_command, find_gpu, print_json, render_table, resolve_model
+from ._common import (VERDICT_MARKS, add_command, find_gpu, print_json, render_table, resolve_model, verdict_json,
+                      verdict_line)
 
 
 def register(commands, shared) -> None:
@@ -17,27 +18,31 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from ..parallel import bubble_fraction, pipeline_split, tied_head_copy_bytes
+    from ..parallel import bubble_fraction, tied_head_copy_bytes
     from ..precision import normalize_dtype
+    from ..verdicts import pipeline_answer
 
     dtype = normalize_dtype(args.dtype)
     card = find_gpu(args.gpu)
     bubble = bubble_fraction(args.gpus, args.micro_batches) if args.micro_batches is not None else None
     model = resolve_model(args)
-    stages = pipeline_split(model.summary, dtype, args.gpus)
+    answer = pipeline_answer(model, card, dtype, args.gpus)
+    stages = answer.detail
     total = model.summary.total_bytes_at(dtype)
     copy = tied_head_copy_bytes(model.summary, model.spec, dtype)
     if args.json:
         print_json({"model": model.name, "dtype": dtype, "gpus": args.gpus, "total_bytes": total,
                     "stages": [s.to_json() for s in stages], "tied_head_copy_bytes": copy,
                     "micro_batches": args.micro_batches, "bubble_fraction": bubble,
-                    "gpu": card.key if card else None,
-                    "fits": all(s.bytes <= card.memory_bytes for s in stages) if card else None})
+                    "gpu": card.key if card else None, **verdict_json(answer)})
         return 0
     print(f"Model: {model.name}   {dtype}   total {format_bytes(total)} over {args.gpus} GPU(s)")
-    rows = [[str(s.gpu), s.first, s.last, str(s.units), format_bytes(s.bytes)]
-            + (["yes" if s.bytes <= card.memory_bytes else "no"] if card else []) for s in stages]
+    marks = answer.figures.get("per_gpu_verdicts") or [None] * len(stages)
+    rows = [[str(s.gpu), s.first, s.last, str(s.units), format_bytes(s.bytes)] + ([VERDICT_MARKS[m]] if card else [])
+            for s, m in zip(stages, marks)]
     print(render_table(["GPU", "from", "to", "layers", "memory"] + (["fits"] if card else []), rows))
+    if card:
+        print(verdict_line(answer, card))
     if copy and args.gpus > 1:
         print(f"The output head shares the embeddings: a stage running it away from them needs a copy ({format_bytes(copy)}).")
     if bubble is not None:

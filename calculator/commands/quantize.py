@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..units import format_bytes, format_count
-from ._common import add_command, find_gpu, print_json, render_table, resolve_model
+from ._common import VERDICT_MARKS, add_command, find_gpu, print_json, render_table, resolve_model
 
 
 def register(commands, shared) -> None:
@@ -14,30 +14,56 @@ def register(commands, shared) -> None:
     p.add_argument("--formats", nargs="+", default=list(FORMAT_KEYS), metavar="F",
                    help=f"formats to show ({', '.join(FORMAT_KEYS)}); default: all")
     p.add_argument("--group-size", type=int, default=DEFAULT_GROUP_SIZE, help="GPTQ/AWQ group size (32, 64 or 128)")
-    p.add_argument("--gpu", help="GPU key: say which formats fit on it")
+    p.add_argument("--gpu", help="GPU key: say which formats fit on it, with the inference run below")
+    p.add_argument("--batch", type=int, default=1, help="with --gpu: sequences run together (default 1)")
+    p.add_argument("--prompt", type=int, default=2048, help="with --gpu: prompt tokens per sequence (default 2048)")
+    p.add_argument("--new-tokens", type=int, default=512, help="with --gpu: tokens generated (default 512)")
 
 
 def run(args) -> int:
+    from ..inference import check_sizes
     from ..quantization import quant_format, quantize_all
+    from ..verdicts import formats_answer
 
     formats = [quant_format(name) for name in args.formats]
     card = find_gpu(args.gpu)
+    if card is not None:
+        check_sizes(args.batch, args.prompt + args.new_tokens)
     model = resolve_model(args)
-    results = quantize_all(model.summary, model.spec, args.group_size, formats)
-    capacity = card.memory_bytes if card else None
+    answer = formats_answer(model, card, args.batch, args.prompt, args.new_tokens, args.group_size, formats) \
+        if card is not None else None
+    results = answer.detail if answer else quantize_all(model.summary, model.spec, args.group_size, formats)
+    peaks = {row["format"]: row for row in answer.figures["formats"]} if answer else {}
     if args.json:
-        print_json({"model": model.name, "parameters": model.summary.parameters, "group_size": args.group_size,
-                    "gpu": card.key if card else None, "gpu_memory_bytes": capacity,
-                    "rows": [{**r.to_json(), **({"fits": r.total_bytes <= capacity} if card else {})} for r in results]})
+        data = {"model": model.name, "parameters": model.summary.parameters, "group_size": args.group_size,
+                "gpu": card.key if card else None, "gpu_memory_bytes": card.memory_bytes if card else None,
+                "rows": [{**r.to_json(), **(_verdict_json(peaks[r.format]) if card else {})} for r in results]}
+        if answer:
+            data.update(batch=args.batch, prompt=args.prompt, new_tokens=args.new_tokens,
+                        usable_bytes=answer.figures["usable_bytes"], headroom_bytes=answer.figures["headroom_bytes"],
+                        verdict=answer.verdict, fitting=answer.figures["fitting"],
+                        assumptions=[a.to_json() for a in answer.assumptions])
+        print_json(data)
         return 0
     print(f"Model: {model.name}   parameters: {format_count(model.summary.parameters)}   GPTQ/AWQ group: {args.group_size}"
-          + (f"   GPU: {card.name} ({format_bytes(capacity)})" if card else ""))
+          + (f"   GPU: {card.name} (usable {format_bytes(answer.figures['usable_bytes'])})" if card else ""))
     headers = ["format", "bits/quantized weight", "quantized", "kept (16/32-bit)", "total", "bits/param"]
-    headers += ["fits"] if card else []
+    headers += ["inference peak", "fits"] if card else []
     rows = [[r.format, f"{r.bits_per_quantized_weight:.3f}" if r.quantized_parameters else "-",
              format_bytes(r.quantized_bytes), format_bytes(r.kept_bytes + r.buffers_bytes), format_bytes(r.total_bytes),
-             f"{r.bits_per_parameter:.3f}"] + (["yes" if r.total_bytes <= capacity else "no"] if card else [])
+             f"{r.bits_per_parameter:.3f}"]
+            + ([format_bytes(peaks[r.format]["peak_bytes"]), VERDICT_MARKS[peaks[r.format]["verdict"]]] if card else [])
             for r in results]
     print(render_table(headers, rows))
-    print("Units: GiB = 2^30 bytes. Weights only: leave room for the KV cache and activations.")
+    if card:
+        print(f"Inference peak: batch {args.batch}, prompt {args.prompt} + {args.new_tokens} new tokens "
+              f"(a model that does not generate: one forward over the prompt). "
+              f"Headroom kept: {format_bytes(answer.figures['headroom_bytes'])}.")
+    print("Units: GiB = 2^30 bytes. Weights only: leave room for the KV cache and activations." if not card
+          else "Units: GiB = 2^30 bytes.")
     return 0
+
+
+def _verdict_json(row: dict) -> dict:
+    return {"peak_bytes": row["peak_bytes"], "reserved_bytes": row["reserved_bytes"], "verdict": row["verdict"],
+            "fits": row["verdict"] == "fits"}

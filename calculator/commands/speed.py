@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..units import format_bytes
-from ._common import add_command, find_gpu, print_json, render_table, resolve_model
+from ._common import VERDICT_MARKS, add_command, find_gpu, print_json, render_table, resolve_model
 
 
 def register(commands, shared) -> None:
@@ -17,12 +17,11 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from ..inference import check_sizes, inference_memory, largest_batch
-    from ..precision import normalize_dtype
-    from ..speed import generation
-
+    from ..budget import Budget
     from ..errors import CalculatorError
-    from ..inference import MAX_TOKENS
+    from ..inference import MAX_TOKENS, check_sizes
+    from ..precision import normalize_dtype
+    from ..verdicts import speed_answer
 
     for name, value in (("prompt", args.prompt), ("number of new tokens", args.new_tokens)):
         if not 1 <= value <= MAX_TOKENS:
@@ -30,26 +29,21 @@ def run(args) -> int:
     card = find_gpu(args.gpu)
     model = resolve_model(args)
     dtypes = [normalize_dtype(d) for d in args.dtypes]
-    context = args.prompt + args.new_tokens
     for b in args.batches:
-        check_sizes(b, context)
-    rows, largest = [], {}
-    for dtype in dtypes:
-        largest[dtype] = largest_batch(model.summary, model.spec, card.memory_bytes, context, dtype=dtype)
-        for b in args.batches:
-            memory = inference_memory(model.summary, model.spec, b, context, dtype)
-            run = generation(model.summary, model.spec, card, dtype, b, args.prompt, args.new_tokens)
-            rows.append({"dtype": dtype, "batch": b, "memory_bytes": memory.total_bytes,
-                         "fits": memory.total_bytes <= card.memory_bytes,
-                         "time_to_first_token_s": run.time_to_first_token, "time_per_token_s": run.time_per_token,
-                         "tokens_per_second": run.tokens_per_second, "decode_bound": run.decode_bound})
+        check_sizes(b, args.prompt + args.new_tokens)
+    answers = {dtype: speed_answer(model, card, dtype, args.prompt, args.new_tokens, args.batches) for dtype in dtypes}
+    rows = [{**row, "fits": row["verdict"] == "fits"} for answer in answers.values() for row in answer.figures["rows"]]
+    largest = {dtype: answer.figures["largest_batch"] for dtype, answer in answers.items()}
+    budget = Budget(card)
     if args.json:
         print_json({"model": model.name, "gpu": card.key, "gpu_memory_bytes": card.memory_bytes,
-                    "prompt": args.prompt, "new_tokens": args.new_tokens, "largest_batch": largest, "rows": rows})
+                    "usable_bytes": budget.usable_bytes, "headroom_bytes": budget.headroom_bytes, "dtypes": dtypes,
+                    "prompt": args.prompt, "new_tokens": args.new_tokens, "largest_batch": largest, "rows": rows,
+                    "assumptions": [a.to_json() for a in next(iter(answers.values())).assumptions]})
         return 0
-    print(f"Model: {model.name}   GPU: {card.name} ({format_bytes(card.memory_bytes)})   "
+    print(f"Model: {model.name}   GPU: {card.name} (usable {format_bytes(budget.usable_bytes)})   "
           f"prompt {args.prompt} + {args.new_tokens} new tokens")
-    table = [[r["dtype"], str(r["batch"]), format_bytes(r["memory_bytes"]), "yes" if r["fits"] else "no",
+    table = [[r["dtype"], str(r["batch"]), format_bytes(r["memory_bytes"]), VERDICT_MARKS[r["verdict"]],
               f"{r['time_to_first_token_s'] * 1000:.1f} ms", f"{r['time_per_token_s'] * 1000:.2f} ms",
               f"{r['tokens_per_second']:.0f}", r["decode_bound"]] for r in rows]
     print(render_table(["dtype", "batch", "memory", "fits", "prefill", "per token", "tokens/s", "decode is"], table))

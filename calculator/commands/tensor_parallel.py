@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..precision import DTYPES
 from ..units import format_bytes
-from ._common import add_command, find_gpu, print_json, render_table, resolve_model
+from ._common import add_command, find_gpu, print_json, render_table, resolve_model, verdict_json, verdict_line
 
 
 def register(commands, shared) -> None:
@@ -19,17 +19,19 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from ..parallel import communication_seconds, links_for, tensor_parallel
+    from ..parallel import communication_seconds, links_for
     from ..precision import normalize_dtype
+    from ..verdicts import tensor_parallel_answer
 
     dtype = normalize_dtype(args.dtype)
     card = find_gpu(args.gpu)
     model = resolve_model(args)
-    result = tensor_parallel(model.summary, model.spec, dtype, args.degree, args.tokens)
+    answer = tensor_parallel_answer(model, card, dtype, args.degree, args.tokens)
+    result = answer.detail
     links = {name: communication_seconds(result, gbs) for name, gbs in links_for(card).items()}
     if args.json:
         print_json({"model": model.name, "gpu": card.key, "tokens": args.tokens, **result.to_json(),
-                    "communication_seconds": links, "fits": result.per_gpu_bytes <= card.memory_bytes})
+                    "communication_seconds": links, **verdict_json(answer)})
         return 0
     print(f"Model: {model.name}   {dtype}   degree {result.degree}   per GPU {format_bytes(result.per_gpu_bytes)} "
           f"(of which {format_bytes(result.replicated_bytes)} held whole by every GPU), whole model {format_bytes(result.total_bytes)}")
@@ -39,5 +41,6 @@ def run(args) -> int:
     print(f"{result.allreduces_per_forward} all-reduces of {format_bytes(result.allreduce_bytes)} per forward "
           f"({args.tokens} tokens):")
     print(render_table(["link", "time per forward"], [[name, f"{s * 1000:.2f} ms"] for name, s in links.items()]))
+    print(verdict_line(answer, card))
     print("Units: GiB = 2^30 bytes. Bandwidth only: small messages add latency.")
     return 0

@@ -32,7 +32,8 @@ def register(commands, shared) -> None:
                    help="PyTorch's fused kernel (default), foreach (a temporary per tensor) or for-loop")
     p.add_argument("--batch", type=int, default=1, help="micro-batch: sequences per GPU per step (default 1)")
     p.add_argument("--sequence", type=int, default=2048, help="tokens per sequence (default 2048)")
-    p.add_argument("--checkpointing", choices=CHECKPOINTING, default="none", help="activation recomputation")
+    p.add_argument("--checkpointing", choices=CHECKPOINTING, default=None,
+                   help="activation recomputation (default: full for LoRA and QLoRA, none for full fine-tuning)")
     p.add_argument("--attention", choices=ATTENTION, default="sdpa")
     p.add_argument("--accumulation", type=int, default=1, help="micro-batches per optimizer step (default 1)")
     p.add_argument("--lora-rank", type=int, default=16)
@@ -55,16 +56,18 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from dataclasses import replace
 
     from ..budget import readings_of
     from ..training import (STRATEGIES, Layout, TrainingSetup, activation_model, compare_methods, fewest_gpus,
-                            korthikanti_layer_bytes, largest_micro_batch, rule_of_thumb_bytes, rule_of_thumb_split,
+                            korthikanti_layer_bytes, rule_of_thumb_bytes, rule_of_thumb_split,
                             training_memory)
 
+    from ..verdicts import default_checkpointing, largest_micro_batch_answer
+
     card = find_gpu(args.gpu)
+    checkpointing = args.checkpointing or default_checkpointing(args.method)
     setup = TrainingSetup(method=args.method, precision=args.precision, optimizer=args.optimizer,
-                          micro_batch=args.batch, sequence=args.sequence, checkpointing=args.checkpointing,
+                          micro_batch=args.batch, sequence=args.sequence, checkpointing=checkpointing,
                           attention=args.attention, gradient_accumulation=args.accumulation,
                           lora_rank=args.lora_rank, lora_targets=args.lora_targets, optimizer_impl=args.optimizer_impl,
                           adapter_dtype=args.adapter_dtype, kbit_prepare=not args.no_kbit_prepare)
@@ -84,13 +87,12 @@ def run(args) -> int:
     readings = readings_of(memory, budget)
     result.update(readings_json(readings))
     if card is not None:
-        tight = replace(budget, headroom_share=0.0)
+        answer = largest_micro_batch_answer(model, card, setup, layout)
         result.update({"gpu": card.key, "gpu_memory_bytes": card.memory_bytes, "total_memory_bytes": card.total_bytes,
                        "context_bytes": card.context_bytes,
-                       "largest_micro_batch": largest_micro_batch(model.summary, model.spec, budget, setup, layout,
-                                                                  traits),
-                       "largest_micro_batch_tight": largest_micro_batch(model.summary, model.spec, tight, setup,
-                                                                        layout, traits),
+                       "largest_micro_batch": answer.figures["largest_micro_batch"],
+                       "largest_micro_batch_tight": answer.figures["largest_micro_batch_tight"],
+                       "assumptions": [a.to_json() for a in answer.assumptions],
                        "fewest_gpus": [fewest_gpus(model.summary, model.spec, budget, strategy, setup,
                                                    traits).to_json() for strategy in STRATEGIES]})
     result.update({
@@ -113,7 +115,7 @@ def run(args) -> int:
     print(f"Model: {model.name} ({model.source}), {format_count(model.summary.parameters)} parameters, "
           f"{format_count(memory.trainable_parameters)} trained")
     print(f"Setup: {args.method}, {args.precision}, {args.optimizer}, micro-batch {args.batch} x {args.sequence} "
-          f"tokens, checkpointing {args.checkpointing}")
+          f"tokens, checkpointing {checkpointing}")
     print(f"GPUs:  {layout.gpus} = {layout.data} data x {layout.tensor} tensor x {layout.pipeline} pipeline, "
           f"ZeRO stage {layout.zero}" + (", optimizer on the CPU" if layout.offload_optimizer else "")
           + (", parameters on the CPU" if layout.offload_parameters else ""))

@@ -90,6 +90,11 @@ class TrainingSetup:
     # gradient stays allocated through the next forward and backward.
     grads_set_to_none: bool = True
 
+    @property
+    def sequences_per_step(self) -> int:
+        """Sequences one data-parallel replica sees per optimizer step: micro-batch x accumulation."""
+        return self.micro_batch * self.gradient_accumulation
+
 
 @dataclass(frozen=True)
 class Layout:

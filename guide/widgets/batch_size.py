@@ -8,12 +8,13 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator.budget import Budget, readings_of
-from calculator.inference import can_generate, inference_memory, largest_batch
+from calculator.inference import can_generate, inference_memory
 from calculator.speed import decode_step, forward_pass, generation
+from calculator.verdicts import largest_batch_answer, lengths_for
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
-from guide.widgets.common import case_inputs, readings_row, tight
+from guide.widgets.common import case_inputs, readings_row
 
 
 
@@ -26,6 +27,12 @@ def batch_sizes(largest: int, chosen: int = 1) -> list[int]:
     return sorted(set(sizes) | ({largest} if largest else set()) | {chosen})
 
 
+def answer_for(inputs):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    lengths, _ = lengths_for(inputs.model.spec, inputs.prompt, inputs.new_tokens)
+    return largest_batch_answer(inputs.model, inputs.card, lengths, dtype=inputs.dtype)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "bs_model", "gpu": "bs_gpu", "dtype": "bs_dtype", "prompt": "bs_prompt",
@@ -34,9 +41,10 @@ def render(ctx: Context) -> None:
     generates = can_generate(model.spec)
     if not generates:
         st.info(ctx.t("batch_size.not_generative"))
-    lengths = {"prompt": inputs.prompt, "new_tokens": inputs.new_tokens} if generates else {"context": inputs.prompt}
+    lengths, _ = lengths_for(model.spec, inputs.prompt, inputs.new_tokens)
     budget = Budget(gpu)
-    largest = largest_batch(model.summary, model.spec, budget, dtype=dtype, **lengths)
+    answer = answer_for(inputs)
+    largest = answer.figures["largest_batch"]
     sizes = batch_sizes(largest, inputs.batch)
     memories = [inference_memory(model.summary, model.spec, b, dtype=dtype, **lengths) for b in sizes]
     fig = stacked_memory(
@@ -51,7 +59,7 @@ def render(ctx: Context) -> None:
     readings_row(ctx, readings_of(chosen, budget), gpu)
     tokens = format_number(chosen.context, 0, lang)
     if largest:
-        beyond = largest_batch(model.summary, model.spec, tight(budget), dtype=dtype, **lengths)
+        beyond = answer.figures["largest_batch_tight"]
         st.success(ctx.t("batch_size.largest", batch=largest, context=tokens, gpu=gpu.name)
                    + (" " + ctx.t("batch_size.tight", batch=beyond) if beyond > largest else ""))
     else:

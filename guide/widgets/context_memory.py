@@ -7,15 +7,15 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.budget import Budget, readings_of
-from calculator.inference import inference_memory, largest_context
+from calculator.inference import inference_memory
+from calculator.verdicts import largest_context_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
-from guide.widgets.common import case_inputs, readings_row, tight
+from guide.widgets.common import case_inputs, readings_row
 from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
 
 POINTS = 60
-DEFAULT_SPAN = 32_768  # models that do not say how long a context they take
 COLORS = ("#5b7db1", "#9ecae1", "#ff9f40")  # weights, cache, activations; the capacity line is red
 
 
@@ -34,6 +34,12 @@ def context_points(shown: int, marked: int) -> list[int]:
     return sorted(points)
 
 
+def answer_for(inputs, attention: str = "sdpa", mode: str | None = None, kv_dtype: str | None = None):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return largest_context_answer(inputs.model, inputs.card, inputs.batch, dtype=inputs.dtype, kv_dtype=kv_dtype,
+                                  attention=attention, mode=mode)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "cm_model", "gpu": "cm_gpu", "dtype": "cm_dtype", "batch": "cm_batch"})
@@ -44,9 +50,9 @@ def render(ctx: Context) -> None:
     kv_dtype = kv_dtype_picker(ctx, "cm_kv", container=c7)
     spec, summary = model.spec, model.summary
     options = {"dtype": dtype, "kv_dtype": kv_dtype, "attention": attention, "mode": mode}
-    span = spec.max_positions or DEFAULT_SPAN
     capacity = Budget(gpu)
-    largest = largest_context(summary, spec, capacity, batch, limit=span, **options)
+    answer = answer_for(inputs, attention, mode, kv_dtype)
+    largest, span = answer.figures["largest_context"], answer.figures["span"]
     shown = shown_span(span, largest)
     points = context_points(shown, largest)
     memories = [inference_memory(summary, spec, batch, t, **options) for t in points]
@@ -66,12 +72,13 @@ def render(ctx: Context) -> None:
     st.plotly_chart(fig, config={"displayModeBar": False}, key="cm_chart")
     if shown < span:
         st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
-    _verdict(ctx, model, gpu, batch, largest, span, memories[0], options, capacity)
+    _verdict(ctx, model, gpu, batch, answer, span, memories[0], options, capacity)
     share_box(ctx)
 
 
-def _verdict(ctx: Context, model, gpu, batch: int, largest: int, span: int, shortest, options: dict, budget) -> None:
+def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, options: dict, budget) -> None:
     lang = ctx.lang
+    largest = answer.figures["largest_context"]
     if not largest:
         st.error(ctx.t("context_memory.none_fits", batch=batch, gpu=gpu.name,
                        weights=format_bytes(shortest.weights_bytes, lang),
@@ -79,7 +86,7 @@ def _verdict(ctx: Context, model, gpu, batch: int, largest: int, span: int, shor
         return
     at_edge = inference_memory(model.summary, model.spec, batch, largest, **options)
     readings_row(ctx, readings_of(at_edge, budget), gpu)
-    beyond = largest_context(model.summary, model.spec, tight(budget), batch, limit=span, **options)
+    beyond = answer.figures["largest_context_tight"]
     if beyond > largest:
         st.caption(ctx.t("context_memory.tight", tokens=format_count(beyond, lang)))
     if largest >= span:
@@ -88,6 +95,7 @@ def _verdict(ctx: Context, model, gpu, batch: int, largest: int, span: int, shor
     else:
         st.warning(ctx.t("context_memory.largest", batch=batch, tokens=format_count(largest, lang), gpu=gpu.name,
                          span=format_count(span, lang)))
+    st.caption(ctx.t("context_memory.all_prompt"))
     if at_edge.attention_used != at_edge.attention:
         st.info(ctx.t("oom.runs_eager"))
     st.markdown(ctx.t(

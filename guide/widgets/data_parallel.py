@@ -5,9 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.budget import Budget
-from calculator.inference import can_generate, largest_batch
-from calculator.speed import NETWORKS_GBS, data_parallel_inference, data_parallel_training, generation
+from calculator.speed import NETWORKS_GBS
+from calculator.verdicts import data_parallel_answer
 from guide.charts import base_layout
 from guide.format import format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
@@ -23,9 +22,15 @@ def duration(seconds: float, ctx: Context) -> str:
     return ctx.t("common.hours", n=format_number(seconds / 3600, 1, ctx.lang))
 
 
+def answer_for(inputs, samples: int, per_node: int, nodes: int, network: str, training: bool, counts=()):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return data_parallel_answer(inputs.model, inputs.card, samples, inputs.prompt, per_node, nodes, network, training,
+                                inputs.dtype, counts)
+
+
 def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "dp_model", "gpu": "dp_gpu", "prompt": "dp_tokens"})
-    model, gpu, tokens = inputs.model, inputs.card, inputs.prompt
+    gpu = inputs.card
     training = st.checkbox(ctx.t("data_parallel.training"), value=False, key="dp_train", bind="query-params")
     samples = tokens_input(ctx, "data_parallel.samples", "dp_samples", 100_000, high=10**9, step=1000)
     c5, c6, c7 = st.columns(3)
@@ -34,26 +39,18 @@ def render(ctx: Context) -> None:
     network = c7.selectbox(ctx.t("data_parallel.network"), list(NETWORKS_GBS), key="dp_network",
                            bind="query-params", disabled=nodes == 1)
     counts = sorted({1, 2, 4, 8, per_node} & set(range(1, per_node + 1)))
+    labels = counts + [per_node * n for n in sorted({1, 2, 4, nodes})][1:]
+    answer = answer_for(inputs, samples, per_node, nodes, network, training, labels)
+    figures = answer.figures
+    times = [figures["seconds_by_gpus"][k] for k in labels]
+    single, final = figures["one_gpu_seconds"], figures["seconds"]
     if training:
-        one = data_parallel_training(model.summary, gpu, samples, tokens, 1, 1, network)
-        inside = [data_parallel_training(model.summary, gpu, samples, tokens, k, 1, network) for k in counts]
-        across = [data_parallel_training(model.summary, gpu, samples, tokens, per_node, n, network)
-                  for n in sorted({1, 2, 4, nodes})]
-        total = data_parallel_training(model.summary, gpu, samples, tokens, per_node, nodes, network)
-        times = [r.seconds for r in inside] + [r.seconds for r in across[1:]]
-        labels = counts + [per_node * n for n in sorted({1, 2, 4, nodes})][1:]
-        single, final = one.seconds, total.seconds
-        detail = ctx.t("data_parallel.training_detail", comm=format_number(total.communication_seconds * 1000, 1, ctx.lang),
-                       compute=format_number(total.compute_seconds * 1000, 1, ctx.lang))
+        detail = ctx.t("data_parallel.training_detail", comm=format_number(figures["communication_seconds"] * 1000, 1, ctx.lang),
+                       compute=format_number(figures["compute_seconds"] * 1000, 1, ctx.lang))
     else:
-        mode = {} if can_generate(model.spec) else {"mode": "forward"}
-        batch = max(1, min(largest_batch(model.summary, model.spec, Budget(gpu), tokens, dtype=inputs.dtype, **mode),
-                           256))
-        run = generation(model.summary, model.spec, gpu, inputs.dtype, batch, tokens, 1)
-        labels = counts + [per_node * n for n in sorted({1, 2, 4, nodes})][1:]
-        times = [data_parallel_inference(run, samples, k) for k in labels]
-        single, final = times[0], data_parallel_inference(run, samples, per_node * nodes)
-        detail = ctx.t("data_parallel.inference_detail", batch=batch)
+        detail = ctx.t("data_parallel.inference_detail", batch=figures["batch"])
+    if answer.assumed("compute_dtype")["reason"] == "no_bf16_tensor_cores":
+        detail += " " + ctx.t("data_parallel.float16_note", gpu=gpu.name)
     k = per_node * nodes
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("data_parallel.one_gpu"), duration(single, ctx))
@@ -71,7 +68,7 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="data-parallel",
     render=render,
-    params=(Param("dp_model", "meta-llama/Meta-Llama-3-8B"), gpu_param("dp_gpu", "NVIDIA H100 SXM"),
+    params=(Param("dp_model", "mistralai/Mistral-7B-v0.1"), gpu_param("dp_gpu", "NVIDIA H100 SXM"),
             Param("dp_train", "true"), Param("dp_samples", "5000"), Param("dp_tokens", "2048"),
             Param("dp_per_node", "4"), Param("dp_nodes", "4"),
             Param("dp_network", "Ethernet 25 Gb/s", given=(("dp_train", "true"), ("dp_nodes", "4")))),

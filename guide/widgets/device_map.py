@@ -14,6 +14,7 @@ from calculator.errors import CalculatorError
 from calculator.offload import (QUANTIZATIONS, build_meta_model, compact_map, default_gpu_budget, forward_cost,
                                 plan_device_map, snippet)
 from calculator.precision import FLOAT_DTYPES
+from calculator.verdicts import offload_limits
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
@@ -71,7 +72,7 @@ def render(ctx: Context) -> None:
                             step=10)
     budget = gpu_gib * GIB if gpu_gib is not None else default_budget
     cpu_limit = cpu_gib * GIB if cpu_gib is not None else None
-    if budget > gpu.memory_bytes:
+    if offload_limits(gpu, budget).figures["gpu_budget_over_card"]:
         st.warning(ctx.t("offload.budget_over_card", budget=format_bytes(budget, lang), gpu=gpu.name,
                          capacity=format_bytes(gpu.memory_bytes, lang)))
     if not model.config_json:
@@ -96,7 +97,8 @@ def render(ctx: Context) -> None:
               help=ctx.t("offload.cpu_needed_help"))
     m3.metric(ctx.t("offload.on_disk"), format_bytes(plan.disk_bytes, lang))
     m4.metric(ctx.t("offload.slowdown"), f"×{format_number(cost.slowdown, 1, lang)}")
-    _verdict(ctx, plan, cost, disk_gib, cpu_limit)
+    limits = offload_limits(gpu, budget, plan.disk_bytes, disk_gib * GIB if disk_gib is not None else None)
+    _verdict(ctx, plan, cost, disk_gib, cpu_limit, limits.figures["disk_too_small"])
     st.dataframe([{
         ctx.t("offload.col_from"): first, ctx.t("offload.col_to"): last,
         ctx.t("offload.col_modules"): count, ctx.t("offload.col_device"): _device_label(device, ctx),
@@ -122,9 +124,9 @@ def _chart(ctx: Context, plan) -> None:
     st.plotly_chart(fig, config={"displayModeBar": False}, key="om_chart")
 
 
-def _verdict(ctx: Context, plan, cost, disk_gib: int | None, cpu_limit: int | None) -> None:
+def _verdict(ctx: Context, plan, cost, disk_gib: int | None, cpu_limit: int | None, disk_short: bool) -> None:
     lang = ctx.lang
-    if disk_gib is not None and plan.disk_bytes > disk_gib * GIB:
+    if disk_short:
         st.error(ctx.t("offload.disk_too_small", needed=format_bytes(plan.disk_bytes, lang), budget=disk_gib))
     elif plan.offloaded:
         st.warning(ctx.t("offload.cost", gpu_ms=format_number(cost.gpu_seconds * 1000, 1, lang),
@@ -151,5 +153,5 @@ WIDGET = Widget(
             Param("om_dtype", "float32"), Param("om_quant", "bnb-nf4"),
             Param("om_gpus", "2", given=(("om_gpu_gib", "6"),)),
             Param("om_gpu_gib", "8"), Param("om_cpu_gib", "4"),
-            Param("om_disk_gib", "2", given=(("om_cpu_gib", "4"),))),
+            Param("om_disk_gib", "2", given=(("om_cpu_gib", "1"),))),
 )

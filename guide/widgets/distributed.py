@@ -84,6 +84,9 @@ def render(ctx: Context) -> None:
     if offload.gpus and (not fitting or offload.gpus < min(fitting)[0]):
         st.info(ctx.t("distributed.offload", gpus=offload.gpus, cpu=format_bytes(offload.memory.cpu_bytes, lang)))
     st.caption(ctx.t("distributed.caption", gpus=gpus))
+    st.caption(ctx.t("distributed.accumulation", micro=setup.micro_batch, accumulation=setup.gradient_accumulation,
+                     sequences=format_count(setup.sequences_per_step, lang),
+                     sequence=format_count(setup.sequence, lang)))
     share_box(ctx)
 
 

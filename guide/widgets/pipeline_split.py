@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.budget import Budget, reserved_bytes
-from calculator.parallel import MAX_STAGES, pipeline_split, tied_head_copy_bytes
+from calculator.parallel import MAX_STAGES, tied_head_copy_bytes
 from calculator.quantization import storage_dtype
+from calculator.verdicts import pipeline_answer
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
@@ -17,22 +17,27 @@ KINDS = ("embedding", "layers", "head", "other")
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 
 
+def answer_for(inputs, gpus: int):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return pipeline_answer(inputs.model, inputs.card, storage_dtype(inputs.dtype), gpus)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "pp_model", "gpu": "pp_gpu", "dtype": "pp_dtype"})
     model, gpu, dtype = inputs.model, inputs.card, storage_dtype(inputs.dtype)
-    budget = Budget(gpu)
     units = len(model.summary.units)
     gpus = tokens_input(ctx, "parallelism.gpus", "pp_gpus", 4, high=MAX_STAGES, step=1)
     if gpus > units:
         st.warning(ctx.t("parallelism.too_many_stages", gpus=gpus, units=units))
         gpus = units
-    stages = pipeline_split(model.summary, dtype, gpus)
+    answer = answer_for(inputs, gpus)
+    stages, usable = answer.detail, answer.figures["usable_bytes"]
     labels = [ctx.t("parallelism.gpu_label", n=s.gpu) for s in stages]
     parts = {ctx.t(f"parallelism.kind_{kind}"): [s.kinds.get(kind, 0) for s in stages] for kind in KINDS}
     parts = {name: values for name, values in parts.items() if any(values)}
     fig = stacked_memory(labels, parts, ctx.t("parallelism.gpu_axis"), ctx.t("common.memory_axis"), lang)
-    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
+    capacity_line(fig, usable, ctx.t("common.usable_on", gpu=gpu.name))
     st.plotly_chart(fig, config={"displayModeBar": False}, key="pp_chart")
     st.dataframe([{
         ctx.t("parallelism.col_gpu"): label,
@@ -40,16 +45,15 @@ def render(ctx: Context) -> None:
         ctx.t("parallelism.col_to"): s.last,
         ctx.t("parallelism.col_units"): s.units,
         ctx.t("parallelism.col_bytes"): format_bytes(s.bytes, lang),
-        ctx.t("parallelism.col_fits"): MARKS[budget.verdict_for(reserved_bytes(s.bytes, s.bytes))],
-    } for label, s in zip(labels, stages)], hide_index=True)
+        ctx.t("parallelism.col_fits"): MARKS[verdict],
+    } for label, s, verdict in zip(labels, stages, answer.figures["per_gpu_verdicts"])], hide_index=True)
     largest = max(stages, key=lambda s: s.bytes)
     total = model.summary.total_bytes_at(dtype)
     message = ctx.t("parallelism.split_summary", total=format_bytes(total, lang), gpus=gpus,
                     largest=format_bytes(largest.bytes, lang), gpu=largest.gpu,
                     even=format_bytes(total // gpus, lang))
-    verdict = budget.verdict_for(reserved_bytes(largest.bytes, largest.bytes))
-    {"fits": st.success, "tight": st.warning, "too_big": st.error}[verdict](message)
-    st.caption(ctx.t("parallelism.weights_only", usable=format_bytes(budget.usable_bytes, lang), gpu=gpu.name))
+    {"fits": st.success, "tight": st.warning, "too_big": st.error}[answer.verdict](message)
+    st.caption(ctx.t("parallelism.weights_only", usable=format_bytes(usable, lang), gpu=gpu.name))
     copy = tied_head_copy_bytes(model.summary, model.spec, dtype)
     if copy and gpus > 1:
         st.caption(ctx.t("parallelism.tied_note", bytes=format_bytes(copy, lang)))

@@ -6,9 +6,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.budget import Budget, readings_of
-from calculator.inference import can_generate, inference_memory
-from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES, quantize_all
+from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES
+from calculator.verdicts import formats_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
@@ -19,6 +18,11 @@ FAMILY_COLOURS = {"bf16": "#9aa5b1", "float8": "#8c564b", "bitsandbytes": "#3366
                   "awq": "#98df8a", "gguf": "#ff7f0e"}
 
 
+def answer_for(inputs, group: int):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return formats_answer(inputs.model, inputs.card, inputs.batch, inputs.prompt, inputs.new_tokens, group)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "qz_model", "gpu": "qz_gpu", "batch": "qz_batch", "prompt": "qz_prompt",
@@ -27,13 +31,9 @@ def render(ctx: Context) -> None:
     group = st.selectbox(ctx.t("quantization.group_size"), list(GROUP_SIZES),
                          index=GROUP_SIZES.index(DEFAULT_GROUP_SIZE), key="qz_group", bind="query-params",
                          help=ctx.t("quantization.group_size_help"))
-    results = quantize_all(model.summary, model.spec, group)
-    budget = Budget(gpu)
-    lengths = ({"prompt": inputs.prompt, "new_tokens": inputs.new_tokens} if can_generate(model.spec)
-               else {"context": inputs.prompt})
-    peaks = {r.format: inference_memory(model.summary, model.spec, inputs.batch, dtype=r.format if r.family != "bf16"
-                                        else "bfloat16", group_size=group, **lengths) for r in results}
-    verdicts = {name: readings_of(memory, budget).verdict for name, memory in peaks.items()}
+    answer = answer_for(inputs, group)
+    results, peaks = answer.detail, {row["format"]: row for row in answer.figures["formats"]}
+    verdicts = {name: row["verdict"] for name, row in peaks.items()}
     rows = []
     for r in results:
         rows.append({
@@ -43,7 +43,7 @@ def render(ctx: Context) -> None:
             ctx.t("quantization.col_kept"): format_bytes(r.kept_bytes + r.buffers_bytes, lang),
             ctx.t("quantization.col_total"): format_bytes(r.total_bytes, lang),
             ctx.t("quantization.col_real_bits"): format_number(r.bits_per_parameter, 2, lang),
-            ctx.t("quantization.col_peak"): format_bytes(peaks[r.format].total_bytes, lang),
+            ctx.t("quantization.col_peak"): format_bytes(peaks[r.format]["peak_bytes"], lang),
             ctx.t("quantization.col_fits"): MARKS[verdicts[r.format]],
             ctx.t("quantization.col_source"): layout_source(ctx, r.format, r.family),
         })
@@ -51,12 +51,11 @@ def render(ctx: Context) -> None:
     fig = go.Figure(go.Bar(x=[r.format for r in results], y=[r.total_bytes / GIB for r in results],
                            marker_color=[FAMILY_COLOURS[r.family] for r in results]))
     fig.update_xaxes(type="category")
-    capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
+    capacity_line(fig, answer.figures["usable_bytes"], ctx.t("common.usable_on", gpu=gpu.name))
     base_layout(fig, ctx.t("quantization.col_format"), ctx.t("common.memory_axis"), lang, height=340)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="qz_chart")
-    fitting = [r.format for r in results if verdicts[r.format] == "fits"]
-    tight = [r.format for r in results if verdicts[r.format] == "tight"]
-    run = ctx.t("quantization.run_of", batch=inputs.batch, tokens=format_number(peaks[results[0].format].context, 0, lang))
+    fitting, tight = answer.figures["fitting"], answer.figures["tight"]
+    run = ctx.t("quantization.run_of", batch=inputs.batch, tokens=format_number(peaks[results[0].format]["context"], 0, lang))
     if not fitting:
         st.error(ctx.t("quantization.none_fit", gpu=gpu.name, smallest=format_bytes(min(r.total_bytes for r in results), lang))
                  + " " + run)

@@ -62,7 +62,7 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="serving-gpus",
     render=render,
-    params=(Param("svg_model", "meta-llama/Llama-3.1-8B"), gpu_param("svg_gpu", "NVIDIA L4"), Param("svg_dtype", "float8"),
+    params=(Param("svg_model", "mistralai/Mistral-7B-v0.1"), gpu_param("svg_gpu", "NVIDIA L4"), Param("svg_dtype", "float8"),
             Param("svg_kv", "float8"), Param("svg_users", "200"), Param("svg_context", "8192"),
             Param("svg_engine", "sglang")),
 )

@@ -5,15 +5,25 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.budget import Budget, reserved_bytes
 from calculator.errors import CalculatorError
+from calculator.parallel import TP_DEGREES, communication_seconds, links_for
 from calculator.quantization import storage_dtype
-from calculator.parallel import TP_DEGREES, communication_seconds, links_for, tensor_parallel
+from calculator.verdicts import tensor_parallel_answer
 from calculator.speed import prefill
 from guide.format import format_bytes, format_number, format_percent
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs
 
+
+
+def tp_tokens(inputs) -> int:
+    """Tokens per forward: the case's batch x prompt, or the calculator's own token count."""
+    return inputs.batch * inputs.prompt if "prompt" not in inputs.changed else inputs.prompt
+
+
+def answer_for(inputs, degree: int):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return tensor_parallel_answer(inputs.model, inputs.card, storage_dtype(inputs.dtype), degree, tp_tokens(inputs))
 
 
 def render(ctx: Context) -> None:
@@ -22,18 +32,19 @@ def render(ctx: Context) -> None:
     model, gpu, dtype = inputs.model, inputs.card, storage_dtype(inputs.dtype)
     degree = st.selectbox(ctx.t("parallelism.degree"), list(TP_DEGREES), index=TP_DEGREES.index(8), key="tp_degree",
                           bind="query-params", help=ctx.t("parallelism.degree_help"))
-    tokens = inputs.batch * inputs.prompt if "prompt" not in inputs.changed else inputs.prompt
+    tokens = tp_tokens(inputs)
     try:
-        result = tensor_parallel(model.summary, model.spec, dtype, degree, tokens)
+        answer = answer_for(inputs, degree)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx)
         return
+    result = answer.detail
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("parallelism.per_gpu"), format_bytes(result.per_gpu_bytes, lang))
     m2.metric(ctx.t("parallelism.replicated"), format_bytes(result.replicated_bytes, lang))
     m3.metric(ctx.t("parallelism.one_gpu"), format_bytes(result.total_bytes, lang))
-    verdict = Budget(gpu).verdict_for(reserved_bytes(result.per_gpu_bytes, result.per_gpu_bytes))
+    verdict = answer.verdict
     {"fits": st.success, "tight": st.warning, "too_big": st.error}[verdict](
         ctx.t(f"parallelism.tp_{verdict}", gpu=gpu.name, t=degree))
     st.dataframe([{

@@ -81,14 +81,19 @@ def training_case(ctx: Context, keys: dict[str, str], **fixed):
     """The fine-tuning chapter's case (model, GPU, method, precision, optimizer, recomputation,
     micro-batch, sequence) with this calculator's own changes under `keys`, as inputs and the
     TrainingSetup they make; `fixed` sets fields this calculator compares (e.g. optimizer)."""
-    from calculator.training import TrainingSetup
     from guide.widgets.common import case_inputs
 
     inputs = case_inputs(ctx, keys)
-    setup = TrainingSetup(**{"method": inputs.method, "precision": inputs.precision, "optimizer": inputs.optimizer,
-                             "checkpointing": inputs.checkpointing, "micro_batch": inputs.batch,
-                             "sequence": inputs.sequence, **fixed})
-    return inputs, setup
+    return inputs, setup_of(inputs, **fixed)
+
+
+def setup_of(inputs, **fixed):
+    """The TrainingSetup a calculator runs from its inputs (pure: the parity test calls it)."""
+    from calculator.training import TrainingSetup
+
+    return TrainingSetup(**{"method": inputs.method, "precision": inputs.precision, "optimizer": inputs.optimizer,
+                            "checkpointing": inputs.checkpointing, "micro_batch": inputs.batch,
+                            "sequence": inputs.sequence, **fixed})
 
 
 def positions_note(ctx: Context, model: Model, sequence: int) -> bool:

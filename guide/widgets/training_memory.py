@@ -7,8 +7,8 @@ import streamlit as st
 
 from calculator.errors import CalculatorError
 from calculator.inference import can_generate, inference_memory
-from calculator.training import largest_micro_batch, rule_of_thumb_bytes, rule_of_thumb_split, \
-    training_memory
+from calculator.training import rule_of_thumb_bytes, rule_of_thumb_split
+from calculator.verdicts import largest_micro_batch_answer
 from guide.charts import capacity_line
 from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
@@ -17,6 +17,11 @@ from guide.widgets.common import readings_row
 from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, positions_note, \
     softcap_caveat, training_case
 
+
+
+def answer_for(inputs, setup):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    return largest_micro_batch_answer(inputs.model, inputs.card, setup)
 
 
 def render(ctx: Context) -> None:
@@ -28,14 +33,13 @@ def render(ctx: Context) -> None:
         share_box(ctx)
         return
     budget = Budget(gpu)
-    traits = model.traits
     try:
-        memory = training_memory(model.summary, model.spec, setup, traits=traits)
-        largest = largest_micro_batch(model.summary, model.spec, budget, setup, traits=traits)
+        answer = answer_for(inputs, setup)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx)
         return
+    memory, largest = answer.detail, answer.figures["largest_micro_batch"]
     inference = inference_memory(model.summary, model.spec, batch, sequence, "bfloat16",
                                  mode=None if can_generate(model.spec) else "forward")
     parameters = model.summary.parameters
@@ -87,6 +91,6 @@ WIDGET = Widget(
     name="training-memory",
     render=render,
     params=(Param("tm_model", "meta-llama/Llama-3.2-1B"), gpu_param("tm_gpu", "NVIDIA GeForce RTX 4090"),
-            Param("tm_precision", "bfloat16"), Param("tm_optimizer", "adamw-8bit"), Param("tm_batch", "2"),
+            Param("tm_precision", "float32"), Param("tm_optimizer", "adamw-8bit"), Param("tm_batch", "2"),
             Param("tm_sequence", "4096")),
 )

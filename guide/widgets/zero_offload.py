@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.budget import Budget
 from calculator.offload import tokens_to_hide_transfers, zero_offload
+from calculator.verdicts import zero_offload_answer
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs, tokens_input
@@ -20,14 +20,14 @@ def render(ctx: Context) -> None:
     model, gpu = inputs.model, inputs.card
     tokens = tokens_input(ctx, "offload.step_tokens", "zo_tokens", 16384, high=10**7, step=1024)
     z = zero_offload(model.summary.trainable_parameters, gpu, tokens)
-    budget = Budget(gpu)  # before activations: the states alone against what the process gets
+    marks = zero_offload_answer(z, gpu).figures["per_gpu_verdicts"]  # before activations: the states alone
     st.dataframe([
         {ctx.t("offload.col_setup"): ctx.t("offload.plain"), ctx.t("offload.col_gpu"): format_bytes(z.gpu_plain_bytes, lang),
          ctx.t("offload.col_cpu"): format_bytes(0, lang),
-         ctx.t("offload.col_fits"): "✓" if z.gpu_plain_bytes <= budget.limit_bytes else "✗"},
+         ctx.t("offload.col_fits"): "✓" if marks[0] == "fits" else "✗"},
         {ctx.t("offload.col_setup"): ctx.t("offload.zero"), ctx.t("offload.col_gpu"): format_bytes(z.gpu_offload_bytes, lang),
          ctx.t("offload.col_cpu"): format_bytes(z.cpu_offload_bytes, lang),
-         ctx.t("offload.col_fits"): "✓" if z.gpu_offload_bytes <= budget.limit_bytes else "✗"},
+         ctx.t("offload.col_fits"): "✓" if marks[1] == "fits" else "✗"},
     ], hide_index=True)
     m1, m2 = st.columns(2)
     m1.metric(ctx.t("offload.transfer"), ctx.t("common.seconds", n=format_number(z.transfer_seconds, 2, lang)))
