@@ -8,7 +8,8 @@ import streamlit as st
 
 from calculator.errors import CalculatorError
 from calculator.serving_commands import llamacpp_command, sglang_command, vllm_command
-from calculator.serving_plan import LLAMACPP_CACHE_TYPES, llamacpp_cache, serve
+from calculator.llama_cpp import bytes_per_value
+from calculator.serving_plan import llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs, tokens_input
@@ -89,7 +90,7 @@ def _llamacpp(ctx, model, context, slots, ngl, cache_type) -> None:
     m2.metric(ctx.t("serving.llamacpp_host"), format_bytes(cache.host_bytes, lang))
     m3.metric(ctx.t("serving.llamacpp_slot"), format_count(cache.tokens_per_slot, lang))
     st.info(ctx.t("serving.llamacpp_summary", n_ctx=format_count(cache.n_ctx, lang), slots=slots,
-                  layers=cache.layers_on_gpu, bytes=format_number(float(LLAMACPP_CACHE_TYPES[cache_type]), 4, lang)))
+                  layers=cache.layers_on_gpu, bytes=format_number(bytes_per_value(cache_type), 4, lang)))
     st.code(llamacpp_command(f"{model.load_id.split('/')[-1]}.gguf", context=context, slots=slots, gpu_layers=ngl,
                              cache_type_k=cache_type, cache_type_v=cache_type), language="bash", wrap_lines=True)
 
