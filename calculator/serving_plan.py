@@ -166,10 +166,11 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
           dtype: str = "bfloat16", kv_dtype: str | None = "auto", context: int | None = None, users: int = 1,
           utilization: float | None = None, max_num_batched_tokens: int | None = None,
           max_num_seqs: int | None = None, cpu_offload_gib: float = 0.0, shared_prefix: int = 0,
-          layouts: bool = True) -> Deployment:
+          layouts: bool = True, usage: str = "server") -> Deployment:
     """`users` sequences of `context` tokens (prompt and answer together: vLLM's
     --max-model-len, by default the model's positions) served by `engine` on `gpus` cards of
-    one kind, `tensor` of them per copy of the model (the others are replicas)."""
+    one kind, `tensor` of them per copy of the model (the others are replicas). Scheduler limits
+    left to None are vLLM's defaults for the card and the usage context (default_limits)."""
     engine = check_engine(engine)
     dtype = serving_weights(dtype)
     spec = model.spec
@@ -188,7 +189,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     if isinstance(cpu_offload_gib, bool) or not isinstance(cpu_offload_gib, (int, float)) \
             or not 0 <= cpu_offload_gib <= MAX_OFFLOAD_GIB:
         raise CalculatorError("bad_offload", value=str(cpu_offload_gib)[:30], high=MAX_OFFLOAD_GIB)
-    default_batched, default_seqs = default_limits(card.total_bytes, card.key)
+    default_batched, default_seqs = default_limits(card.total_bytes, card.key, usage)
     batched = check_count("max_num_batched_tokens", max_num_batched_tokens or default_batched, MAX_TOKENS)
     seqs = min(check_count("max_num_seqs", max_num_seqs or default_seqs, 10**6), batched)
     if utilization is None:

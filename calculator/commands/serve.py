@@ -10,7 +10,7 @@ from ._common import add_command, find_gpu, print_json, render_table, resolve_mo
 
 def register(commands, shared) -> None:
     from ..llama_cpp import CACHE_TYPES, SERVER_SLOTS
-    from ..serving import ENGINES, KV_DTYPES, WEIGHT_DTYPES
+    from ..serving import ENGINES, KV_DTYPES, USAGES, WEIGHT_DTYPES
 
     p = add_command(commands, "serve", shared, ("model", "trust", "json"), run,
                     help="memory of a serving engine (vLLM, SGLang): KV pool, concurrent sequences, GPUs needed")
@@ -32,10 +32,13 @@ def register(commands, shared) -> None:
                    help="vLLM: share of each card's total memory (default 0.9); SGLang: --mem-fraction-static "
                         "(default: its table on the card and the tensor-parallel size)")
     p.add_argument("--max-num-batched-tokens", type=int, default=None,
-                   help="tokens of the profile run and of each scheduling step (default: 8192 on cards of 70 GiB "
-                        "and more except the A100, else 2048)")
+                   help="tokens of the profile run and of each scheduling step (default: vLLM's for the card and "
+                        "usage context: vllm serve 8192 on cards of 70 GiB and more except the A100, else 2048)")
     p.add_argument("--max-num-seqs", type=int, default=None,
                    help="requests per step (default: 1024 on those cards, else 256)")
+    p.add_argument("--usage-context", choices=USAGES, default="server",
+                   help="which vLLM entry point's defaults: server (vllm serve, default) or offline (the LLM class: "
+                        "16384 / 8192 tokens per step)")
     p.add_argument("--cpu-offload-gb", type=float, default=0.0, help="GiB of weights per GPU kept in CPU memory")
     p.add_argument("--shared-prefix", type=int, default=0,
                    help="tokens of prompt every sequence shares (prefix caching stores them once); default 0")
@@ -60,7 +63,8 @@ def run(args) -> int:
     plan = serve(model, card, engine=args.engine, gpus=args.gpus, tensor=args.tensor, dtype=args.dtype,
                  kv_dtype=args.kv_dtype, context=args.context, users=args.users, utilization=args.utilization,
                  max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
-                 cpu_offload_gib=args.cpu_offload_gb, shared_prefix=args.shared_prefix)
+                 cpu_offload_gib=args.cpu_offload_gb, shared_prefix=args.shared_prefix,
+                 usage=args.usage_context)
     data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
     if args.json:
         print_json(data)

@@ -33,3 +33,13 @@ def count_input(ctx: Context, label_key: str, key: str, default: int, low: int =
                 step: int = 1, container=st, help_key: str | None = None) -> int:
     return int(container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=default, step=step,
                                       key=key, bind="query-params", help=ctx.t(help_key) if help_key else None))
+
+
+def limit_input(ctx: Context, label_key: str, key: str, low: int, high: int, step: int = 1, container=st,
+                help_key: str | None = None) -> int | None:
+    """A scheduler limit that stays empty unless the reader or the link sets one: empty means
+    vLLM's own default for the card (calculator.serving.default_limits, chosen in the engine)."""
+    value = container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=None, step=step, key=key,
+                                   bind="query-params", placeholder=ctx.t("serving.engine_default"),
+                                   help=ctx.t(help_key) if help_key else None)
+    return int(value) if value is not None else None

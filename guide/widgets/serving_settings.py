@@ -13,7 +13,7 @@ from calculator.serving_plan import llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs, tokens_input
-from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, share_input
+from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, limit_input, share_input
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
@@ -30,10 +30,10 @@ def render(ctx: Context) -> None:
     c5, c6, c7, c8, c9 = st.columns(5)
     kv_dtype = kv_picker(ctx, "sve_kv", container=c5)
     utilization = share_input(ctx, "sve_util", container=c6)
-    seqs = count_input(ctx, "serving.max_num_seqs", "sve_seqs", 256, high=65_536, container=c7,
+    seqs = limit_input(ctx, "serving.max_num_seqs", "sve_seqs", 1, 65_536, container=c7,
                        help_key="serving.max_num_seqs_help")
-    batched = count_input(ctx, "serving.batched_tokens", "sve_batched", 2048, low=16, high=131_072, step=1024,
-                          container=c8, help_key="serving.batched_tokens_help")
+    batched = limit_input(ctx, "serving.batched_tokens", "sve_batched", 16, 131_072, step=1024, container=c8,
+                          help_key="serving.batched_tokens_help")
     offload = float(c9.number_input(ctx.t("serving.cpu_offload"), min_value=0.0, max_value=1024.0, value=0.0,
                                     step=1.0, key="sve_offload", bind="query-params",
                                     help=ctx.t("serving.cpu_offload_help")))
@@ -64,6 +64,8 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
     m2.metric(ctx.t("serving.metric_reserve"), format_bytes(r.activation_reserve_bytes, lang))
     m3.metric(ctx.t("serving.metric_pool"), format_bytes(r.kv_pool_bytes_per_gpu, lang))
     m4.metric(ctx.t("serving.metric_sequences"), format_count(r.sequences, lang))
+    st.caption(ctx.t("serving.limits_used", seqs=format_count(plan.max_num_seqs, lang),
+                     tokens=format_count(plan.max_num_batched_tokens, lang), gpu=gpu.name))
     if r.sequences:
         st.success(ctx.t("serving.sequences_fit", n=format_count(r.sequences, lang), tokens=format_count(context, lang),
                          gpu=gpu.name, pool=format_count(r.kv_tokens, lang), concurrency=f"{r.max_concurrency:.2f}", log_tokens=f"{context:,}"))
@@ -72,10 +74,11 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
                        pool=format_count(r.kv_tokens, lang)))
     if engine == "vllm":
         command = vllm_command(model.load_id, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
-                               max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload)
+                               max_num_seqs=plan.max_num_seqs, max_num_batched_tokens=plan.max_num_batched_tokens,
+                               cpu_offload_gib=offload)
     else:
         command = sglang_command(model.load_id, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, fraction=utilization,
-                                 max_running_requests=seqs, chunked_prefill=batched)
+                                 max_running_requests=plan.max_num_seqs, chunked_prefill=plan.max_num_batched_tokens)
         if offload:
             command += f" --cpu-offload-gb {offload:g}"
         st.caption(ctx.t("serving.sglang_settings_caption"))
