@@ -9,11 +9,13 @@ import streamlit as st
 from calculator.errors import CalculatorError
 from calculator.serving_commands import llamacpp_command, sglang_command, vllm_command
 from calculator.llama_cpp import bytes_per_value
+from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
-from guide.widgets.common import case_inputs, tokens_input
-from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, limit_input, share_input
+from guide.widgets.common import case_inputs
+from guide.widgets.serving_inputs import (case_count, count_input, engine_picker, kv_picker, limit_input, serving_case,
+                                          share_input)
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
@@ -24,7 +26,9 @@ def render(ctx: Context) -> None:
     model, gpu = inputs.model, inputs.card
     c1, c4 = st.columns(2)
     engine = engine_picker(ctx, "sve_engine", container=c1, choices=ENGINES)
-    context = tokens_input(ctx, "serving.max_model_len", "sve_context", 8192, container=c4)
+    users, case_context, tensor = serving_case(ctx)
+    context = case_count(ctx, "serving.max_model_len", "sve_context", case_context, high=MAX_TOKENS, step=128,
+                         container=c4)
     server = engine != "llama.cpp"
     st.caption(ctx.t("serving.settings_engine_flags"))
     c5, c6, c7, c8, c9 = st.columns(5)
@@ -46,7 +50,8 @@ def render(ctx: Context) -> None:
                               help=ctx.t("serving.cache_type_help"))
     try:
         if server:
-            _engine(ctx, engine, model, gpu, inputs.dtype, context, kv_dtype, utilization, seqs, batched, offload)
+            _engine(ctx, engine, model, gpu, inputs.dtype, context, kv_dtype, utilization, seqs, batched, offload,
+                    tensor, users)
         else:
             _llamacpp(ctx, model, context, slots, ngl, cache_type)
     except CalculatorError as error:
@@ -54,10 +59,12 @@ def render(ctx: Context) -> None:
     share_box(ctx)
 
 
-def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs, batched, offload) -> None:
+def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs, batched, offload, tensor,
+            users) -> None:
     lang = ctx.lang
     plan = serve(model, gpu, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
-                 max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload, layouts=False)
+                 max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload, tensor=tensor,
+                 users=users, layouts=False)
     r = plan.replica
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(ctx.t("serving.part_weights"), format_bytes(r.weights_bytes_per_gpu, lang))
@@ -73,11 +80,12 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
         st.error(ctx.t("serving.none_fits", tokens=format_count(context, lang), gpu=gpu.name,
                        pool=format_count(r.kv_tokens, lang)))
     if engine == "vllm":
-        command = vllm_command(model.load_id, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
+        command = vllm_command(model.load_id, tensor=tensor, dtype=plan.dtype, kv_dtype=kv_dtype, context=context,
+                               utilization=utilization,
                                max_num_seqs=plan.max_num_seqs, max_num_batched_tokens=plan.max_num_batched_tokens,
                                cpu_offload_gib=offload)
     else:
-        command = sglang_command(model.load_id, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, fraction=utilization,
+        command = sglang_command(model.load_id, tensor=tensor, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, fraction=utilization,
                                  max_running_requests=plan.max_num_seqs, chunked_prefill=plan.max_num_batched_tokens)
         if offload:
             command += f" --cpu-offload-gb {offload:g}"
