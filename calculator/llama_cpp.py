@@ -45,13 +45,20 @@ from .gpus import Gpu
 from .quantization import FORMATS, gguf_bytes, gguf_head_type, is_router
 
 GGUF_TYPES = tuple(f.key for f in FORMATS if f.family == "gguf")
-CACHE_TYPES = {"f16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18)}  # values per block, bytes per block
+# --cache-type-k / --cache-type-v that llama.cpp accepts (common/arg.cpp kv_cache_types): values per
+# block, bytes per block (ggml's block_q8_0 holds 32 int8 and a float16 scale: 34 bytes).
+CACHE_TYPES = {"f16": (1, 2), "bf16": (1, 2), "f32": (1, 4), "q8_0": (32, 34), "q5_1": (32, 24),
+               "q5_0": (32, 22), "q4_1": (32, 20), "q4_0": (32, 18)}
 CONTEXT_PAD = 256  # GGML_PAD(n_ctx, 256)
 UBATCH = 512  # -ub default
 SERVER_SLOTS = 4  # llama-server's -np default (auto), unified cache
+MAX_SLOTS = 256
 DEFAULT_CPU_GBS = 76.8  # dual-channel DDR5-4800, theoretical
 MAX_CONTEXT = 10_485_760
 MAX_CPU_GBS = 10_000.0
+# Architectures whose llama.cpp hparams set a sliding-window type (src/models/gemma2.cpp and
+# the others: hparams.swa_type = LLAMA_SWA_TYPE_STANDARD). Others with a window in their config
+# (Mistral-7B-v0.1, converted as `llama`; Qwen 2) get full-context cells on every layer.
 SWA_FAMILIES = frozenset({"gemma2", "gemma3", "gemma3_text", "cohere2", "gpt_oss"})
 
 
@@ -90,6 +97,12 @@ def row_bytes(cache_type: str, values: int) -> int:
     if values % per_block:
         raise CalculatorError("cache_type_rows", cache_type=cache_type, values=values, block=per_block)
     return values // per_block * size
+
+
+def bytes_per_value(cache_type: str) -> float:
+    """Bytes one cached number takes in a cache type, its block's scale included."""
+    per_block, size = CACHE_TYPES[check_cache_type(cache_type)]
+    return size / per_block
 
 
 @dataclass(frozen=True)
@@ -133,31 +146,61 @@ def _spread(total: int, parts: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(parts))
 
 
-def _kv_per_layer(spec, cells: int, cache_type: str) -> tuple[int, ...]:
-    """K and V bytes of each layer, the attention groups interleaved in proportion (Gemma 2's
-    sliding-window layers alternate with global ones)."""
-    groups = [g for g in spec.attention if not g.cross]
-    if not groups:
-        return tuple(0 for _ in range(spec.layers))
+def swa_cells(window: int, n_ctx: int, slots: int, unified: bool, ubatch: int = UBATCH) -> int:
+    """Cells of a sliding-window layer in one stream (llama-kv-cache-iswa.cpp):
+    GGML_PAD(min(n_ctx, n_swa x (unified ? n_seq_max : 1) + n_ubatch), 256)."""
+    return padded_cells(min(n_ctx, window * (slots if unified else 1) + ubatch))
+
+
+@dataclass(frozen=True)
+class KvCache:
+    """The KV buffer llama.cpp allocates at start for `-c n_ctx -np slots`."""
+
+    n_ctx: int  # cells of a full-attention layer, every stream together
+    tokens_per_slot: int  # the longest sequence one slot can hold
+    streams: int  # 1 with a unified cache (-kvu), else one per slot
+    layer_bytes: tuple[int, ...]  # K and V of each layer, in model order
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.layer_bytes)
+
+
+def kv_cache(spec, context: int, cache_type_k: str = "f16", cache_type_v: str = "f16", slots: int = SERVER_SLOTS,
+             unified: bool = True, swa_full: bool = False) -> KvCache:
+    """llama.cpp's cache over the layers of kv_layers.cache_layers: `context` (-c) padded to
+    256 cells, shared by the slots (unified) or split into one stream per slot; a sliding
+    layer keeps swa_cells per stream when llama.cpp runs the architecture with sliding-window
+    attention (SWA_FAMILIES) and --swa-full is off; MLA keeps its latent in K and no V."""
+    from .kv_layers import cache_layers
+
+    cache_type_k, cache_type_v = check_cache_type(cache_type_k), check_cache_type(cache_type_v)
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS:
+        raise CalculatorError("bad_size", name="-np", value=str(slots)[:30], high=MAX_SLOTS)
+    context = check_context(context)
+    if unified:
+        n_ctx = per_slot = padded_cells(context)
+        streams = 1
+    else:
+        per_slot = padded_cells(-(-context // slots))
+        n_ctx, streams = per_slot * slots, slots
+    swa = spec.model_type in SWA_FAMILIES and not swa_full
     sizes = []
-    for group in groups:
-        group_cells = cells
-        if group.window is not None and spec.model_type in SWA_FAMILIES:
-            group_cells = min(cells, padded_cells(group.window * SERVER_SLOTS + UBATCH))
-        per_layer = group_cells * (row_bytes(cache_type, group.kv_heads * group.k_dim)
-                                   + row_bytes(cache_type, group.kv_heads * group.v_dim))
-        sizes.append((group.layers, per_layer))
-    total_layers = sum(n for n, _ in sizes)
-    placed = [0] * len(sizes)
-    result = []
-    for i in range(total_layers):
-        # the group furthest behind its share goes next
-        best = min(range(len(sizes)), key=lambda g: (placed[g] - sizes[g][0] * (i + 1) / total_layers, g))
-        placed[best] += 1
-        result.append(sizes[best][1])
-    if len(result) != spec.layers:  # groups that do not cover every layer: spread their total
-        return _spread(sum(result), spec.layers)
-    return tuple(result)
+    for layer in cache_layers(spec):
+        cells = n_ctx
+        if layer.kind == "sliding" and swa:
+            cells = streams * swa_cells(layer.window, per_slot, slots, unified)
+        sizes.append(cells * (row_bytes(cache_type_k, layer.k_values)
+                              + (row_bytes(cache_type_v, layer.v_values) if layer.v_values else 0)))
+    return KvCache(n_ctx, per_slot, streams, tuple(sizes))
+
+
+def _kv_per_layer(spec, context: int, cache_type: str) -> tuple[int, ...]:
+    """K and V bytes of each layer under llama-server's defaults (4 slots, unified cache)."""
+    sizes = kv_cache(spec, context, cache_type, cache_type).layer_bytes
+    if len(sizes) != spec.layers:  # layers without a cache (or not described): spread the total
+        return _spread(sum(sizes), spec.layers)
+    return sizes
 
 
 def gguf_layout(summary, spec, gguf_type: str, context: int, cache_type: str = "f16") -> GgufLayout:
@@ -201,7 +244,7 @@ def gguf_layout(summary, spec, gguf_type: str, context: int, cache_type: str = "
            if spec.experts else spec.intermediate) or 4 * spec.hidden
     return GgufLayout(
         gguf_type, head_type, cache_type, context, cells, _spread(layers_weights, spec.layers),
-        _kv_per_layer(spec, cells, cache_type), input_bytes, output_bytes,
+        _kv_per_layer(spec, context, cache_type), input_bytes, output_bytes,
         UBATCH * (spec.vocab + spec.hidden) * 4, UBATCH * (3 * ffn + 2 * spec.hidden) * 4,
         copy if not output_matrix else 0, _spread(layers_weights - unread, spec.layers))
 

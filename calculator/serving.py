@@ -64,10 +64,15 @@ SAMPLER_BYTES_PER_LOGIT = 13
 #   total less about 0.4 GiB (78.81 of 79.19 GiB on an H100, 21.63 of 22.04 GiB on an L4).
 SGLANG_START_BYTES = round(0.4 * GIB)
 
-# vLLM's scheduler limits when the user sets none (engine/arg_utils.py _set_default_args,
-# `vllm serve`): cards of 70 GiB and more other than the A100 get larger batches.
+# vLLM's scheduler limits when the user sets none (engine/arg_utils.py
+# EngineArgs.get_batch_defaults): cards whose total memory is 70 GiB or more, other than the
+# A100 (PR #17885: larger steps slowed it down), get larger ones; `vllm serve` (the OpenAI
+# server's usage context) and the offline `LLM` class differ in the tokens per step.
+# (max_num_batched_tokens, max_num_seqs) by (usage context, big card):
 BIG_CARD_BYTES = 70 * GIB
-DEFAULT_LIMITS = {"big": (8192, 1024), "other": (2048, 256)}  # (max_num_batched_tokens, max_num_seqs)
+USAGES = ("server", "offline")
+DEFAULT_LIMITS = {("server", True): (8192, 1024), ("server", False): (2048, 256),
+                  ("offline", True): (16384, 1024), ("offline", False): (8192, 256)}
 
 MAX_TENSOR = 16
 MAX_TOKENS = 10**8
@@ -109,10 +114,13 @@ def kv_element_bytes(dtype: str, kv_dtype: str | None) -> int:
     return {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1}[name]
 
 
-def default_limits(total_bytes: int, gpu_key: str = "") -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` picks on this card."""
+def default_limits(total_bytes: int, gpu_key: str = "", usage: str = "server") -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that vLLM picks on this card when none is given:
+    the one place the serving chapter's calculators and `serve` take them from."""
+    if usage not in USAGES:
+        raise CalculatorError("unknown_choice", name="usage context", value=str(usage)[:30], choices=", ".join(USAGES))
     big = total_bytes >= BIG_CARD_BYTES and "a100" not in gpu_key
-    return DEFAULT_LIMITS["big" if big else "other"]
+    return DEFAULT_LIMITS[(usage, big)]
 
 
 # -- KV cache pages ---------------------------------------------------------------------------

@@ -10,12 +10,12 @@ several GPUs (device_map against tp_plan).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from fractions import Fraction
 import math
 
 from .budget import FITS, TIGHT, TOO_BIG, Budget, reserved_bytes
 from .errors import CalculatorError
 from .gpus import Gpu
+from .llama_cpp import SERVER_SLOTS, kv_cache
 from .inference import check_positions, inference_memory, kv_bytes_per_token
 from .parallel import check_degree, pipeline_split, tensor_parallel
 from .serving import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, MAX_TOKENS, MAX_USERS, SGLANG_START_BYTES, SGLANG_VERSION,
@@ -166,10 +166,11 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
           dtype: str = "bfloat16", kv_dtype: str | None = "auto", context: int | None = None, users: int = 1,
           utilization: float | None = None, max_num_batched_tokens: int | None = None,
           max_num_seqs: int | None = None, cpu_offload_gib: float = 0.0, shared_prefix: int = 0,
-          layouts: bool = True) -> Deployment:
+          layouts: bool = True, usage: str = "server") -> Deployment:
     """`users` sequences of `context` tokens (prompt and answer together: vLLM's
     --max-model-len, by default the model's positions) served by `engine` on `gpus` cards of
-    one kind, `tensor` of them per copy of the model (the others are replicas)."""
+    one kind, `tensor` of them per copy of the model (the others are replicas). Scheduler limits
+    left to None are vLLM's defaults for the card and the usage context (default_limits)."""
     engine = check_engine(engine)
     dtype = serving_weights(dtype)
     spec = model.spec
@@ -188,7 +189,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     if isinstance(cpu_offload_gib, bool) or not isinstance(cpu_offload_gib, (int, float)) \
             or not 0 <= cpu_offload_gib <= MAX_OFFLOAD_GIB:
         raise CalculatorError("bad_offload", value=str(cpu_offload_gib)[:30], high=MAX_OFFLOAD_GIB)
-    default_batched, default_seqs = default_limits(card.total_bytes, card.key)
+    default_batched, default_seqs = default_limits(card.total_bytes, card.key, usage)
     batched = check_count("max_num_batched_tokens", max_num_batched_tokens or default_batched, MAX_TOKENS)
     seqs = min(check_count("max_num_seqs", max_num_seqs or default_seqs, 10**6), batched)
     if utilization is None:
@@ -246,15 +247,6 @@ def tensor_sizes(spec) -> list[int]:
 
 # -- llama.cpp's server -----------------------------------------------------------------------
 
-# ggml's bytes per cached number for each --cache-type-k / --cache-type-v (block size, bytes).
-LLAMACPP_CACHE_TYPES: dict[str, Fraction] = {
-    "f32": Fraction(4), "f16": Fraction(2), "bf16": Fraction(2), "q8_0": Fraction(34, 32),
-    "q5_1": Fraction(24, 32), "q5_0": Fraction(22, 32), "q4_1": Fraction(20, 32), "q4_0": Fraction(18, 32),
-}
-LLAMACPP_PAD = 256  # n_ctx and the sliding-window cells are padded to 256
-LLAMACPP_UBATCH = 512
-
-
 @dataclass(frozen=True)
 class LlamaCppCache:
     n_ctx: int  # the whole cache, in cells (tokens), shared by the slots
@@ -262,48 +254,41 @@ class LlamaCppCache:
     layers_on_gpu: int
     gpu_bytes: int
     host_bytes: int
+    slots: int = SERVER_SLOTS
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    unified: bool = True
 
     @property
     def total_bytes(self) -> int:
         return self.gpu_bytes + self.host_bytes
 
+    def to_json(self) -> dict:
+        """`serve --engine llama.cpp --json`: kv_cache_bytes is the whole buffer, the figure
+        `llama-cpp` splits between the GPU and host memory."""
+        return {"engine": "llama.cpp", "n_ctx": self.n_ctx, "tokens_per_slot": self.tokens_per_slot,
+                "slots": self.slots, "unified": self.unified, "cache_type_k": self.cache_type_k,
+                "cache_type_v": self.cache_type_v, "layers_on_gpu": self.layers_on_gpu,
+                "kv_cache_bytes": self.total_bytes, "kv_gpu_bytes": self.gpu_bytes, "kv_host_bytes": self.host_bytes}
 
-def _pad(n: int) -> int:
-    return math.ceil(n / LLAMACPP_PAD) * LLAMACPP_PAD
 
-
-def llamacpp_cache(spec, n_ctx: int = 0, parallel: int = 1, cache_type_k: str = "f16", cache_type_v: str = "f16",
-                   gpu_layers: int = 999, unified: bool = True, ubatch: int = LLAMACPP_UBATCH) -> LlamaCppCache:
-    """The KV buffer of `llama-server -c N -np P -ngl G`: n_ctx cells (0 = the model's
-    training context), padded to 256, shared by the P slots (one stream with -kvu, the
-    default when -np is left to auto; else n_ctx / P cells per slot). Each layer with a cache
-    keeps K and V rows of n_head_kv x head size in the cache type (MLA: one latent, K only);
-    a sliding-window layer keeps min(n_ctx, window x streams' slots + ubatch) cells. Layers
-    not offloaded by -ngl keep their cache in host memory (llama-kv-cache.cpp)."""
-    for name, kind in (("--cache-type-k", cache_type_k), ("--cache-type-v", cache_type_v)):
-        if kind not in LLAMACPP_CACHE_TYPES:
-            raise CalculatorError("unknown_choice", name=name, value=str(kind)[:20],
-                                  choices=", ".join(LLAMACPP_CACHE_TYPES))
-    parallel = check_count("number of slots", parallel, 256)
-    n_ctx = check_count("context", n_ctx or spec.max_positions or 4096, MAX_TOKENS)
-    if unified:
-        n_ctx, per_slot, streams, slots_per_stream = _pad(n_ctx), _pad(n_ctx), 1, parallel
-    else:
-        per_slot = _pad(math.ceil(n_ctx / parallel))
-        n_ctx, streams, slots_per_stream = per_slot * parallel, parallel, 1
-    bk, bv = LLAMACPP_CACHE_TYPES[cache_type_k], LLAMACPP_CACHE_TYPES[cache_type_v]
-    mla = bool(spec.mla_expanded_dim)
-    layers = sum(g.layers for g in spec.attention if not g.cross)
-    on_gpu = max(0, layers - max(layers + 1 - gpu_layers, 0))
-    total = Fraction(0)
-    for group in spec.attention:
-        cells = n_ctx
-        if group.window is not None:
-            cells = streams * _pad(min(per_slot, group.window * slots_per_stream + ubatch))
-        row = group.kv_heads * ((group.k_dim + group.v_dim) * bk if mla else group.k_dim * bk + group.v_dim * bv)
-        total += group.layers * cells * row
-    gpu = math.ceil(total * on_gpu / layers) if layers else 0
-    return LlamaCppCache(n_ctx, per_slot, on_gpu, gpu, math.ceil(total) - gpu)
+def llamacpp_cache(spec, n_ctx: int = 0, parallel: int = SERVER_SLOTS, cache_type_k: str = "f16",
+                   cache_type_v: str = "f16", gpu_layers: int = 999, unified: bool = True,
+                   swa_full: bool = False) -> LlamaCppCache:
+    """The KV buffer of `llama-server -c N -np P -ngl G` (llama_cpp.kv_cache, the one model of
+    llama.cpp's cache; 0 = the model's training context). -ngl G puts the last G - 1 layers
+    (and the output layer) on the GPU, with their cache; the others keep theirs in host memory."""
+    if spec is None or spec.kind != "decoder" or not spec.has_kv_cache:
+        raise CalculatorError("llama_cpp_decoder_only", kind=getattr(spec, "kind", "unknown"))
+    cache = kv_cache(spec, n_ctx or spec.max_positions or 4096, cache_type_k, cache_type_v, parallel, unified,
+                     swa_full)
+    layers = len(cache.layer_bytes)
+    if isinstance(gpu_layers, bool) or not isinstance(gpu_layers, int) or not 0 <= gpu_layers <= 999:
+        raise CalculatorError("bad_size", name="-ngl", value=str(gpu_layers)[:30], high=999)
+    on_gpu = min(layers, max(gpu_layers - 1, 0))
+    gpu = sum(cache.layer_bytes[layers - on_gpu:]) if on_gpu else 0
+    return LlamaCppCache(cache.n_ctx, cache.tokens_per_slot, on_gpu, gpu, cache.total_bytes - gpu, parallel,
+                         cache_type_k, cache_type_v, unified)
 
 
 # -- transformers without a serving engine ----------------------------------------------------

@@ -3,8 +3,8 @@ page starts from (DESIGN.md, "The case").
 
 The case travels in the URL under short stable names (CASE_PARAMS): `model` (a catalog name
 or a Hub id), `gpu` (the CLI's GPU key; common spellings are read too), `dtype`, `batch`,
-`prompt`, `new_tokens`, `sequence`, and, for fine-tuning, `method`, `precision`, `optimizer`
-and `checkpointing`. This module reads them, says when a value cannot be used (and uses the
+`prompt`, `new_tokens`, `sequence`, for fine-tuning `method`, `precision`, `optimizer` and
+`checkpointing`, and for serving `users`, `context` and `tensor`. This module reads them, says when a value cannot be used (and uses the
 chapter's default instead), and resolves the model through the model seam. The URL is the
 source of truth: the bar's inputs mirror it and write back to it when the reader changes them,
 so a shared link reproduces the case. Pure reading and checking here; case_bar.py draws.
@@ -22,12 +22,17 @@ from calculator.inference import MAX_BATCH, MAX_TOKENS
 from calculator.model import Model
 from calculator.precision import DTYPES, normalize_dtype
 from calculator.quantization import is_format
+from calculator.serving import MAX_TENSOR, MAX_USERS
 from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS
 
 # Every name the case may take in a URL, in the order the bar shows them.
 CASE_PARAMS = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequence", "method", "precision",
-               "optimizer", "checkpointing")
-WHOLE_NUMBERS = {"batch": MAX_BATCH, "prompt": MAX_TOKENS, "new_tokens": MAX_TOKENS, "sequence": MAX_TOKENS}
+               "optimizer", "checkpointing", "users", "context", "tensor")
+# users, context, tensor: the serving chapter's question (sequences served at once, tokens per
+# sequence with prompt and answer, tensor-parallel size), with the serving engine's own limits
+WHOLE_NUMBERS = {"batch": MAX_BATCH, "prompt": MAX_TOKENS, "new_tokens": MAX_TOKENS, "sequence": MAX_TOKENS,
+                 "users": MAX_USERS, "context": MAX_TOKENS, "tensor": MAX_TENSOR}
+STEPS = {"batch": 1, "users": 1, "tensor": 1}  # the case bar's step for a whole number (others: 128)
 CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING}
 MAX_DIGITS = 9  # a whole number in a link: 999,999,999 at most (Streamlit's widgets take 53 bits)
 MAX_MODEL_NAME = 200
@@ -48,13 +53,12 @@ class Case:
     precision: str = "mixed"
     optimizer: str = "adamw"
     checkpointing: str = "full"
+    users: int = 1
+    context: int = 4096
+    tensor: int = 1
 
     def value(self, name: str):
         return getattr(self, name)
-
-    @property
-    def context(self) -> int:
-        return self.prompt + self.new_tokens
 
     @property
     def card(self) -> Gpu:

@@ -13,8 +13,8 @@ import streamlit as st
 from calculator import catalog
 from calculator.errors import CalculatorError
 from calculator.model import MAX_UPLOAD_BYTES, Model, catalog_model, resolve, resolve_upload
-from guide.case import (CASE_PARAMS, CHOICES, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices, parse_value,
-                        read_case, url_text)
+from guide.case import (CASE_PARAMS, CHOICES, STEPS, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices,
+                        parse_value, read_case, url_text)
 from guide.format import escape_markdown, format_bytes
 from guide.i18n import current_language, t
 
@@ -81,8 +81,7 @@ def _input(name: str, value, lang: str) -> None:
     elif name == "dtype":
         st.selectbox(label, dtype_choices(), **common)
     elif name in WHOLE_NUMBERS:
-        st.number_input(label, min_value=1, max_value=WHOLE_NUMBERS[name], step=1 if name == "batch" else 128,
-                        **common)
+        st.number_input(label, min_value=1, max_value=WHOLE_NUMBERS[name], step=STEPS.get(name, 128), **common)
     elif name in CHOICES:
         st.selectbox(label, list(CHOICES[name]), format_func=lambda v, n=name: t(f"case.{n}_{v}"), **common)
 

@@ -102,8 +102,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         icon=":material/dns:",
         anchors=("serving-memory", "published-logs", "concurrency", "how-many-gpus", "engine-settings",
                  "multi-gpu-inference"),
-        case=("model", "gpu", "dtype"),
-        defaults=Case(model="llama-3.1-8b", gpu="h100"),
+        case=("model", "gpu", "dtype", "users", "context", "tensor"),
+        defaults=Case(model="llama-3.1-8b", gpu="h100", users=32, context=8192, tensor=1),
     ),
     Chapter(
         slug="fine-tuning",

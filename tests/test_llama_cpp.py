@@ -128,7 +128,7 @@ def test_bad_inputs_are_refused():
         with pytest.raises(CalculatorError):
             gguf_layout(summary, spec, *args)
     with pytest.raises(CalculatorError):
-        gguf_layout(summary, spec, "Q4_K", 8192, "q5_1")
+        gguf_layout(summary, spec, "Q4_K", 8192, "q3_k")
     with pytest.raises(CalculatorError):
         plan_llama_cpp(summary, spec, gpu("t4"), "Q4_K", 8192, "f16", 0)
     bert = catalog_model("bert-base-cased")
@@ -145,6 +145,6 @@ def test_cli_equals_the_planner():
     assert data["slowdown"] == pytest.approx(plan.slowdown)
     text = cli("llama-cpp", "llama-3.1-8b", "--gpu", "t4", "--context", "131072").stdout
     assert "Largest -ngl: 20 of 33" in text and text.rstrip().endswith("-ngl 20 -c 131072")
-    for args in (("--type", "Q5"), ("--context", "0"), ("--cpu-bandwidth", "-1"), ("--cache-type", "q5_1")):
+    for args in (("--type", "Q5"), ("--context", "0"), ("--cpu-bandwidth", "-1"), ("--cache-type", "q3_k")):
         bad = cli("llama-cpp", "gpt2", *args)
         assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1

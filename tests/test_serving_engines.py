@@ -83,7 +83,7 @@ def test_llamacpp_context_slots_cache_types_and_layers():
     assert (half.layers_on_gpu, half.gpu_bytes, half.host_bytes) == (16, one.gpu_bytes // 2, one.gpu_bytes // 2)
     # Gemma 2's sliding layers keep window + ubatch cells, its full layers the whole context
     gemma = catalog_model("gemma-2-9b").spec
-    assert llamacpp_cache(gemma, 8192).gpu_bytes == 21 * (8192 + 4096 + 512) * 8 * 256 * 2 * 2
+    assert llamacpp_cache(gemma, 8192, parallel=1).gpu_bytes == 21 * (8192 + 4096 + 512) * 8 * 256 * 2 * 2
     with pytest.raises(CalculatorError):
         llamacpp_cache(spec, 8192, cache_type_k="q3_k")
 

@@ -9,7 +9,8 @@ from ._common import add_command, find_gpu, print_json, render_table, resolve_mo
 
 
 def register(commands, shared) -> None:
-    from ..serving import ENGINES, KV_DTYPES, WEIGHT_DTYPES
+    from ..llama_cpp import CACHE_TYPES, SERVER_SLOTS
+    from ..serving import ENGINES, KV_DTYPES, USAGES, WEIGHT_DTYPES
 
     p = add_command(commands, "serve", shared, ("model", "trust", "json"), run,
                     help="memory of a serving engine (vLLM, SGLang): KV pool, concurrent sequences, GPUs needed")
@@ -31,14 +32,25 @@ def register(commands, shared) -> None:
                    help="vLLM: share of each card's total memory (default 0.9); SGLang: --mem-fraction-static "
                         "(default: its table on the card and the tensor-parallel size)")
     p.add_argument("--max-num-batched-tokens", type=int, default=None,
-                   help="tokens of the profile run and of each scheduling step (default: 8192 on cards of 70 GiB "
-                        "and more except the A100, else 2048)")
+                   help="tokens of the profile run and of each scheduling step (default: vLLM's for the card and "
+                        "usage context: vllm serve 8192 on cards of 70 GiB and more except the A100, else 2048)")
     p.add_argument("--max-num-seqs", type=int, default=None,
                    help="requests per step (default: 1024 on those cards, else 256)")
+    p.add_argument("--usage-context", choices=USAGES, default="server",
+                   help="which vLLM entry point's defaults: server (vllm serve, default) or offline (the LLM class: "
+                        "16384 / 8192 tokens per step)")
     p.add_argument("--cpu-offload-gb", type=float, default=0.0, help="GiB of weights per GPU kept in CPU memory")
     p.add_argument("--shared-prefix", type=int, default=0,
                    help="tokens of prompt every sequence shares (prefix caching stores them once); default 0")
-    p.add_argument("--engine", choices=ENGINES, default="vllm", help="vllm (V1, as of 0.19; default) or sglang (0.4.6)")
+    p.add_argument("--engine", choices=ENGINES + ("llama.cpp",), default="vllm",
+                   help="vllm (V1, as of 0.19; default), sglang (0.4.6) or llama.cpp (llama-server's KV buffer)")
+    p.add_argument("--slots", type=int, default=SERVER_SLOTS,
+                   help=f"llama.cpp: -np, slots sharing the -c cells (default {SERVER_SLOTS}, llama-server's auto)")
+    p.add_argument("--gpu-layers", type=int, default=999, help="llama.cpp: -ngl (default 999: every layer)")
+    p.add_argument("--cache-type", default="f16", choices=tuple(CACHE_TYPES),
+                   help="llama.cpp: --cache-type-k/-v (default f16)")
+    p.add_argument("--no-kv-unified", dest="kv_unified", action="store_false",
+                   help="llama.cpp: one stream per slot of -c / -np cells instead of one shared cache")
 
 
 def run(args) -> int:
@@ -46,10 +58,13 @@ def run(args) -> int:
 
     card = find_gpu(args.gpu)
     model = resolve_model(args)
+    if args.engine == "llama.cpp":
+        return run_llamacpp(args, model)
     plan = serve(model, card, engine=args.engine, gpus=args.gpus, tensor=args.tensor, dtype=args.dtype,
                  kv_dtype=args.kv_dtype, context=args.context, users=args.users, utilization=args.utilization,
                  max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
-                 cpu_offload_gib=args.cpu_offload_gb, shared_prefix=args.shared_prefix)
+                 cpu_offload_gib=args.cpu_offload_gb, shared_prefix=args.shared_prefix,
+                 usage=args.usage_context)
     data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
     if args.json:
         print_json(data)
@@ -90,6 +105,31 @@ def run(args) -> int:
         print(f"Fewest GPUs: {best.gpus} x {card.name} (tensor parallel {best.tensor} x {best.replicas} "
               f"replica{'s' if best.replicas > 1 else ''}).")
     print("Units: GiB = 2^30 bytes. Accounting of vLLM 0.19 (0.21 and later also subtract CUDA graphs from the pool).")
+    return 0
+
+
+def run_llamacpp(args, model) -> int:
+    """What the serving chapter shows for llama.cpp: the KV buffer llama-server allocates."""
+    from ..serving_commands import llamacpp_command
+    from ..serving_plan import llamacpp_cache
+
+    cache = llamacpp_cache(model.spec, args.context or 0, args.slots, args.cache_type, args.cache_type,
+                           gpu_layers=args.gpu_layers, unified=args.kv_unified)
+    command = llamacpp_command("model.gguf", context=cache.n_ctx, slots=args.slots, gpu_layers=args.gpu_layers,
+                               cache_type_k=args.cache_type, cache_type_v=args.cache_type, unified=args.kv_unified)
+    if args.json:
+        print_json({"model": model.name, "source": model.source, "max_positions": model.spec.max_positions,
+                    **cache.to_json(), "command": command})
+        return 0
+    print(f"Model: {model.name} ({model.source})   llama.cpp (llama-server)   -c {cache.n_ctx:,} cells, "
+          f"{cache.slots} slot(s){' sharing them' if cache.unified else ''}   cache {args.cache_type}")
+    print(render_table(["KV cache", "memory"], [["on the GPU", format_bytes(cache.gpu_bytes)],
+                                                ["in host memory", format_bytes(cache.host_bytes)],
+                                                ["total", format_bytes(cache.total_bytes)]]))
+    print(f"Longest sequence per slot: {cache.tokens_per_slot:,} tokens; {cache.layers_on_gpu} layers keep their "
+          "cache on the GPU. The weights come on top (see `llama-cpp`).")
+    print("Units: GiB = 2^30 bytes.")
+    print(command)
     return 0
 
 

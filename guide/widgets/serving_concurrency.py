@@ -7,12 +7,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.errors import CalculatorError
+from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import serve
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs, tokens_input
-from guide.widgets.serving_inputs import kv_picker
+from guide.widgets.serving_inputs import case_count, kv_picker, serving_case
 
 
 
@@ -30,18 +31,20 @@ def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "svc_model", "gpu": "svc_gpu"})
     model, gpu = inputs.model, inputs.card
     c3, c4, c5 = st.columns(3)
-    context = tokens_input(ctx, "serving.context", "svc_context", 8192, container=c3)
+    users, case_context, tensor = serving_case(ctx)
+    context = case_count(ctx, "serving.context", "svc_context", case_context, high=MAX_TOKENS, step=128, container=c3)
     kv_dtype = kv_picker(ctx, "svc_kv", container=c4)
     prefix = tokens_input(ctx, "serving.shared_prefix", "svc_prefix", 0, low=0, container=c5)
     try:
-        plan = serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=context,
+        plan = serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=context, tensor=tensor,
                      shared_prefix=min(prefix, context), layouts=False)
         limit = model.spec.max_positions or context
         lengths = lengths_up_to(limit, context)
-        curve = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, layouts=False).replica.sequences
-                 for t in lengths]
-        shared = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, shared_prefix=min(prefix, t),
-                        layouts=False).replica.sequences for t in lengths] if prefix else []
+        curve = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, tensor=tensor,
+                       layouts=False).replica.sequences for t in lengths]
+        shared = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, tensor=tensor,
+                        shared_prefix=min(prefix, t), layouts=False).replica.sequences
+                  for t in lengths] if prefix else []
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx)

@@ -8,11 +8,12 @@ import streamlit as st
 
 from calculator.errors import CalculatorError
 from calculator.serving_commands import sglang_command, vllm_command
+from calculator.serving import MAX_TOKENS, MAX_USERS
 from calculator.serving_plan import serve
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
-from guide.widgets.common import case_inputs, tokens_input
-from guide.widgets.serving_inputs import WEIGHT_CHOICES, count_input, engine_picker, kv_picker
+from guide.widgets.common import case_inputs
+from guide.widgets.serving_inputs import WEIGHT_CHOICES, case_count, engine_picker, kv_picker, serving_case
 
 
 
@@ -22,12 +23,15 @@ def render(ctx: Context) -> None:
     model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
     c4, c5, c6, c7 = st.columns(4)
     kv_dtype = kv_picker(ctx, "svg_kv", container=c4)
-    users = count_input(ctx, "serving.users", "svg_users", 32, high=1_000_000, container=c5,
-                        help_key="serving.users_help")
-    context = tokens_input(ctx, "serving.context", "svg_context", 4096, container=c6)
+    case_users, case_context, tensor = serving_case(ctx)
+    users = case_count(ctx, "serving.users", "svg_users", case_users, high=MAX_USERS, container=c5,
+                       help_key="serving.users_help")
+    context = case_count(ctx, "serving.context", "svg_context", case_context, high=MAX_TOKENS, step=128,
+                         container=c6)
     engine = engine_picker(ctx, "svg_engine", container=c7)
     try:
-        plan = serve(model, gpu, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=context, users=users)
+        plan = serve(model, gpu, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=context, users=users,
+                     tensor=tensor)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx)

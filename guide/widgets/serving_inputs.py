@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator.serving import ENGINES, KV_DTYPES, WEIGHT_DTYPES
+from guide.format import format_count
 from guide.widgets import Context
 
 KV_CHOICES = tuple(k for k in KV_DTYPES if k != "float32")
@@ -33,3 +34,31 @@ def count_input(ctx: Context, label_key: str, key: str, default: int, low: int =
                 step: int = 1, container=st, help_key: str | None = None) -> int:
     return int(container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=default, step=step,
                                       key=key, bind="query-params", help=ctx.t(help_key) if help_key else None))
+
+
+def limit_input(ctx: Context, label_key: str, key: str, low: int, high: int, step: int = 1, container=st,
+                help_key: str | None = None) -> int | None:
+    """A scheduler limit that stays empty unless the reader or the link sets one: empty means
+    vLLM's own default for the card (calculator.serving.default_limits, chosen in the engine)."""
+    value = container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=None, step=step, key=key,
+                                   bind="query-params", placeholder=ctx.t("serving.engine_default"),
+                                   help=ctx.t(help_key) if help_key else None)
+    return int(value) if value is not None else None
+
+
+def serving_case(ctx: Context) -> tuple[int, int, int]:
+    """(users, context, tensor) of the page's case: the serving question every calculator of
+    the chapter answers (the chapter's defaults when the widget runs outside a page)."""
+    from guide.chapters import by_slug
+
+    case = ctx.case.case if ctx.case is not None else by_slug("serving").defaults
+    return case.users, case.context, case.tensor
+
+
+def case_count(ctx: Context, label_key: str, key: str, current: int, low: int = 1, high: int = 1_048_576,
+               step: int = 1, container=st, help_key: str | None = None) -> int:
+    """A number this calculator may set for itself; empty, it is the page's case."""
+    value = container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=None, step=step, key=key,
+                                   bind="query-params", placeholder=f"{ctx.t('case.same_as_page')} {format_count(current, ctx.lang)}",
+                                   help=ctx.t(help_key) if help_key else None)
+    return int(value) if value is not None else current

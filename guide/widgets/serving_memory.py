@@ -12,7 +12,7 @@ from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
 from guide.widgets.common import case_inputs
-from guide.widgets.serving_inputs import WEIGHT_CHOICES, count_input, engine_picker, share_input
+from guide.widgets.serving_inputs import WEIGHT_CHOICES, engine_picker, limit_input, serving_case, share_input
 
 COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "pool": "#9ecae1", "outside": "#dddddd"}
 
@@ -24,10 +24,11 @@ def render(ctx: Context) -> None:
     c4, c5, c6 = st.columns(3)
     engine = engine_picker(ctx, "svm_engine", container=c4)
     utilization = share_input(ctx, "svm_util", container=c5)
-    batched = count_input(ctx, "serving.batched_tokens", "svm_batched", 8192, low=16, high=131_072, step=1024,
-                          container=c6, help_key="serving.batched_tokens_help")
+    batched = limit_input(ctx, "serving.batched_tokens", "svm_batched", 16, 131_072, step=1024, container=c6,
+                          help_key="serving.batched_tokens_help")
+    users, context, tensor = serving_case(ctx)
     try:
-        plan = serve(model, gpu, engine=engine, dtype=dtype, context=model.spec.max_positions or 4096,
+        plan = serve(model, gpu, engine=engine, dtype=dtype, context=context, users=users, tensor=tensor,
                      utilization=utilization, max_num_batched_tokens=batched, layouts=False)
     except CalculatorError as error:
         show_error(ctx, error)
@@ -66,7 +67,7 @@ def render(ctx: Context) -> None:
         st.success(ctx.t("serving.share_fits", share=format_bytes(r.requested_bytes_per_gpu, lang), gpu=gpu.name,
                          tokens=format_count(r.kv_tokens, lang)))
     if engine == "vllm":
-        st.caption(ctx.t("serving.profile_caption", tokens=format_count(batched, lang),
+        st.caption(ctx.t("serving.profile_caption", tokens=format_count(plan.max_num_batched_tokens, lang),
                          rows=format_count(plan.max_num_seqs, lang), moment=ctx.t(f"serving.moment_{r.profile_moment}"),
                          blocks=format_count(r.kv_blocks, lang)))
     else:
@@ -80,5 +81,5 @@ WIDGET = Widget(
     render=render,
     params=(Param("svm_model", "mistralai/Mistral-7B-v0.1"), gpu_param("svm_gpu", "NVIDIA A100 80GB SXM"),
             Param("svm_dtype", "float8"), Param("svm_engine", "sglang"), Param("svm_util", "0.95"),
-            Param("svm_batched", "2048", given=(("svm_engine", "vllm"),))),
+            Param("svm_batched", "4096", given=(("svm_engine", "vllm"),))),
 )

@@ -8,10 +8,12 @@ import streamlit as st
 
 from calculator.errors import CalculatorError
 from calculator.serving_commands import transformers_code
+from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import transformers_multi_gpu
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
-from guide.widgets.common import case_inputs, tokens_input
+from guide.widgets.common import case_inputs
+from guide.widgets.serving_inputs import case_count, serving_case
 
 GPU_COUNTS = (2, 4, 8)
 FLOATS = ("float32", "float16", "bfloat16")
@@ -25,10 +27,13 @@ def render(ctx: Context) -> None:
         st.caption(ctx.t("serving.multi_dtype", dtype=dtype))
         dtype = "bfloat16"
     c3, c5, c6 = st.columns(3)
-    gpus = c3.selectbox(ctx.t("serving.gpus"), list(GPU_COUNTS), index=GPU_COUNTS.index(4), key="svt_gpus",
-                        bind="query-params")
-    batch = tokens_input(ctx, "oom.batch", "svt_batch", 1, high=4096, container=c5, step=1)
-    context = tokens_input(ctx, "serving.context", "svt_context", 4096, container=c6)
+    users, case_context, tensor = serving_case(ctx)
+    # the case's tensor-parallel size is the GPUs of one copy; one GPU is not this section's question
+    gpus = c3.selectbox(ctx.t("serving.gpus"), list(GPU_COUNTS), index=GPU_COUNTS.index(tensor if tensor in GPU_COUNTS
+                                                                                       else 4),
+                        key="svt_gpus", bind="query-params")
+    batch = case_count(ctx, "oom.batch", "svt_batch", min(users, 4096), high=4096, container=c5)
+    context = case_count(ctx, "serving.context", "svt_context", case_context, high=MAX_TOKENS, step=128, container=c6)
     try:
         result = transformers_multi_gpu(model, gpu, gpus, dtype, batch, context)
     except CalculatorError as error:

@@ -8,11 +8,14 @@ import streamlit as st
 
 from calculator.errors import CalculatorError
 from calculator.serving_commands import llamacpp_command, sglang_command, vllm_command
-from calculator.serving_plan import LLAMACPP_CACHE_TYPES, llamacpp_cache, serve
+from calculator.llama_cpp import bytes_per_value
+from calculator.serving import MAX_TOKENS
+from calculator.serving_plan import llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
-from guide.widgets.common import case_inputs, tokens_input
-from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, share_input
+from guide.widgets.common import case_inputs
+from guide.widgets.serving_inputs import (case_count, count_input, engine_picker, kv_picker, limit_input, serving_case,
+                                          share_input)
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
@@ -23,16 +26,18 @@ def render(ctx: Context) -> None:
     model, gpu = inputs.model, inputs.card
     c1, c4 = st.columns(2)
     engine = engine_picker(ctx, "sve_engine", container=c1, choices=ENGINES)
-    context = tokens_input(ctx, "serving.max_model_len", "sve_context", 8192, container=c4)
+    users, case_context, tensor = serving_case(ctx)
+    context = case_count(ctx, "serving.max_model_len", "sve_context", case_context, high=MAX_TOKENS, step=128,
+                         container=c4)
     server = engine != "llama.cpp"
     st.caption(ctx.t("serving.settings_engine_flags"))
     c5, c6, c7, c8, c9 = st.columns(5)
     kv_dtype = kv_picker(ctx, "sve_kv", container=c5)
     utilization = share_input(ctx, "sve_util", container=c6)
-    seqs = count_input(ctx, "serving.max_num_seqs", "sve_seqs", 256, high=65_536, container=c7,
+    seqs = limit_input(ctx, "serving.max_num_seqs", "sve_seqs", 1, 65_536, container=c7,
                        help_key="serving.max_num_seqs_help")
-    batched = count_input(ctx, "serving.batched_tokens", "sve_batched", 2048, low=16, high=131_072, step=1024,
-                          container=c8, help_key="serving.batched_tokens_help")
+    batched = limit_input(ctx, "serving.batched_tokens", "sve_batched", 16, 131_072, step=1024, container=c8,
+                          help_key="serving.batched_tokens_help")
     offload = float(c9.number_input(ctx.t("serving.cpu_offload"), min_value=0.0, max_value=1024.0, value=0.0,
                                     step=1.0, key="sve_offload", bind="query-params",
                                     help=ctx.t("serving.cpu_offload_help")))
@@ -45,7 +50,8 @@ def render(ctx: Context) -> None:
                               help=ctx.t("serving.cache_type_help"))
     try:
         if server:
-            _engine(ctx, engine, model, gpu, inputs.dtype, context, kv_dtype, utilization, seqs, batched, offload)
+            _engine(ctx, engine, model, gpu, inputs.dtype, context, kv_dtype, utilization, seqs, batched, offload,
+                    tensor, users)
         else:
             _llamacpp(ctx, model, context, slots, ngl, cache_type)
     except CalculatorError as error:
@@ -53,16 +59,20 @@ def render(ctx: Context) -> None:
     share_box(ctx)
 
 
-def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs, batched, offload) -> None:
+def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs, batched, offload, tensor,
+            users) -> None:
     lang = ctx.lang
     plan = serve(model, gpu, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
-                 max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload, layouts=False)
+                 max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload, tensor=tensor,
+                 users=users, layouts=False)
     r = plan.replica
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(ctx.t("serving.part_weights"), format_bytes(r.weights_bytes_per_gpu, lang))
     m2.metric(ctx.t("serving.metric_reserve"), format_bytes(r.activation_reserve_bytes, lang))
     m3.metric(ctx.t("serving.metric_pool"), format_bytes(r.kv_pool_bytes_per_gpu, lang))
     m4.metric(ctx.t("serving.metric_sequences"), format_count(r.sequences, lang))
+    st.caption(ctx.t("serving.limits_used", seqs=format_count(plan.max_num_seqs, lang),
+                     tokens=format_count(plan.max_num_batched_tokens, lang), gpu=gpu.name))
     if r.sequences:
         st.success(ctx.t("serving.sequences_fit", n=format_count(r.sequences, lang), tokens=format_count(context, lang),
                          gpu=gpu.name, pool=format_count(r.kv_tokens, lang), concurrency=f"{r.max_concurrency:.2f}", log_tokens=f"{context:,}"))
@@ -70,11 +80,13 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
         st.error(ctx.t("serving.none_fits", tokens=format_count(context, lang), gpu=gpu.name,
                        pool=format_count(r.kv_tokens, lang)))
     if engine == "vllm":
-        command = vllm_command(model.load_id, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
-                               max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload)
+        command = vllm_command(model.load_id, tensor=tensor, dtype=plan.dtype, kv_dtype=kv_dtype, context=context,
+                               utilization=utilization,
+                               max_num_seqs=plan.max_num_seqs, max_num_batched_tokens=plan.max_num_batched_tokens,
+                               cpu_offload_gib=offload)
     else:
-        command = sglang_command(model.load_id, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, fraction=utilization,
-                                 max_running_requests=seqs, chunked_prefill=batched)
+        command = sglang_command(model.load_id, tensor=tensor, dtype=plan.dtype, kv_dtype=kv_dtype, context=context, fraction=utilization,
+                                 max_running_requests=plan.max_num_seqs, chunked_prefill=plan.max_num_batched_tokens)
         if offload:
             command += f" --cpu-offload-gb {offload:g}"
         st.caption(ctx.t("serving.sglang_settings_caption"))
@@ -89,7 +101,7 @@ def _llamacpp(ctx, model, context, slots, ngl, cache_type) -> None:
     m2.metric(ctx.t("serving.llamacpp_host"), format_bytes(cache.host_bytes, lang))
     m3.metric(ctx.t("serving.llamacpp_slot"), format_count(cache.tokens_per_slot, lang))
     st.info(ctx.t("serving.llamacpp_summary", n_ctx=format_count(cache.n_ctx, lang), slots=slots,
-                  layers=cache.layers_on_gpu, bytes=format_number(float(LLAMACPP_CACHE_TYPES[cache_type]), 4, lang)))
+                  layers=cache.layers_on_gpu, bytes=format_number(bytes_per_value(cache_type), 4, lang)))
     st.code(llamacpp_command(f"{model.load_id.split('/')[-1]}.gguf", context=context, slots=slots, gpu_layers=ngl,
                              cache_type_k=cache_type, cache_type_v=cache_type), language="bash", wrap_lines=True)
 
