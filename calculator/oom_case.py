@@ -16,7 +16,8 @@ transformer allocates in one piece, each written as its shape so a reader can ch
   in float32 (optimizer states are created at the first step).
 
 The request in a message is the allocator's rounded size (2 MiB multiples above 10 MiB) printed
-with two decimals: a tensor "matches" when it lies within MATCH_SHARE of it.
+with two decimals (at most 0.005 GiB, 5.12 MiB, off): a tensor "matches" when it lies within
+MATCH_SLACK of it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .oom_message import OomReport
 from .precision import bytes_per_param
 from .summary import ModelSummary
 
-MATCH_SHARE = 0.03  # 2 MiB of rounding and two printed decimals stay far inside 3%
+MATCH_SLACK = 8 * 2**20  # 2 MiB of rounding plus 5.12 MiB of printing
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class CaseReading:
     activation_peak_bytes: int  # the case's own prediction, for comparison with `rest_bytes`
     rest_bytes: int  # allocated − weights − KV cache; negative: the message's run held less than the case
     requested_bytes: int
-    matches: tuple[Tensor, ...]  # within MATCH_SHARE of the request, nearest first
+    matches: tuple[Tensor, ...]  # within MATCH_SLACK of the request, nearest first
     nearest: Tensor | None  # the nearest tensor, matching or not
 
     def to_json(self) -> dict:
@@ -98,7 +99,7 @@ def _is_plain(dtype: str) -> bool:
 
 
 def matches(requested: int, size: int) -> bool:
-    return size > 0 and abs(requested - size) <= MATCH_SHARE * size
+    return size >= MATCH_SLACK and abs(requested - size) <= MATCH_SLACK
 
 
 def read_against_case(report: OomReport, summary: ModelSummary, spec: ArchSpec, batch: int, tokens: int,
