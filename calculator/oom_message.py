@@ -4,13 +4,16 @@ Every wording PyTorch's caching allocator has written (c10/cuda/CUDACachingAlloc
   1.0 to 1.3   "Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; 8.57 MiB already
                allocated; 9.28 GiB free; 4.68 MiB cached)"
   1.4 to 2.0   the same parenthesis, "... 13.98 GiB reserved in total by PyTorch)"
-  2.1 to 2.3   sentences: "Tried to allocate 1.96 GiB. GPU 0 has a total capacty of 79.15 GiB of
+  2.1 on       sentences: "Tried to allocate 1.96 GiB. GPU 0 has a total capacty of 79.15 GiB of
                which 1.20 GiB is free. Process 2441 has 77.94 GiB memory in use. Of the allocated
                memory 75.68 GiB is allocated by PyTorch, and 1.74 GiB is reserved by PyTorch but
-               unallocated." (one "Process N has" per process NVML lists, this one among them;
-               "capacty" until 2.2 fixed the typo)
-  2.4 on       "... Including non-PyTorch memory, this process has 77.05 GiB memory in use. ..."
-               (this process apart; other processes still listed as "Process N has")
+               unallocated." One sentence per process NVML lists: "Including non-PyTorch memory,
+               this process has X memory in use." for this one when NVML's pid is its own,
+               "Process N has X memory in use." otherwise (inside a container's pid namespace this
+               process is one of those). 2.1 wrote "capacty" and advised max_split_size_mb; 2.2 on
+               write "capacity" and advise expandable_segments.
+  capped       "... of which 244.64 GiB is free. 1.05 GiB allowed; Of the allocated memory ..."
+               (torch.cuda.set_per_process_memory_fraction)
   any 2.x      "with X allocated in private pools (e.g., CUDA Graphs)," inside the last sentence
   XPU          "XPU out of memory. ... GPU 0 has a total capacity of 15.11 GiB. Of the allocated
                memory ..." (no free figure)
@@ -50,10 +53,13 @@ _THIS_PROCESS = re.compile(r"Including non-PyTorch memory, this process has " + 
 _ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
 _PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")
 _UNALLOCATED = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated")
+_ALLOWED = re.compile(r"is free\.\s{0,3}" + _SIZE + r" allowed;")  # set_per_process_memory_fraction's cap
 _MENTIONS_OOM = re.compile(r"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY", re.IGNORECASE)
 
 # The wordings above, oldest first: what `OomReport.wording` says.
 WORDINGS = ("cached", "reserved", "processes", "this_process", "no_free")
+# What the wording says of the PyTorch that wrote it.
+GENERATIONS = ("1.0-1.3", "1.4-2.0", "2.1", "2.2+")
 
 
 def _bytes(number: str, unit: str) -> int:
@@ -75,6 +81,8 @@ class OomReport:
     processes: tuple[tuple[int, int], ...] = field(default_factory=tuple)  # (pid, bytes) NVML listed
     private_pools: int = 0
     wording: str = "this_process"  # one of WORDINGS
+    allowed: int | None = None  # the cap torch.cuda.set_per_process_memory_fraction set, when the message says
+    generation: str = "2.2+"  # the PyTorch the wording comes from: one of GENERATIONS
 
     @property
     def reserved_unallocated(self) -> int:
@@ -96,8 +104,8 @@ class OomReport:
 
     @property
     def own_process(self) -> int | None:
-        """What this process uses in all: said apart since 2.4; before, the listed process whose
-        use best covers what PyTorch reserved (the smallest that does)."""
+        """What this process uses in all: its own sentence when NVML saw its pid; otherwise the
+        listed process whose use best covers what PyTorch reserved (the smallest that does)."""
         if self.process_in_use is not None:
             return self.process_in_use
         if not self.processes:
@@ -118,7 +126,8 @@ class OomReport:
         """This process's memory outside PyTorch's allocator (in use − allocated − reserved-but-
         unallocated): its CUDA context, kernels, other libraries."""
         own = self.own_process
-        return None if own is None else max(own - self.reserved, 0)
+        # NVML can misreport a process ("this process has 0 bytes memory in use"): no reading then
+        return None if own is None or own < self.reserved else own - self.reserved
 
 
 @dataclass(frozen=True)
@@ -162,7 +171,8 @@ def parse(text: object) -> OomReport | None:
         g = legacy.groups()
         free = _bytes(g[5], g[6]) if g[5] is not None else None
         return OomReport("legacy", _device(g[0]), requested, _bytes(g[1], g[2]), free, _bytes(g[3], g[4]),
-                         _bytes(g[7], g[8]), wording="cached" if g[9] == "cached" else "reserved")
+                         _bytes(g[7], g[8]), wording="cached" if g[9] == "cached" else "reserved",
+                         generation="1.0-1.3" if g[9] == "cached" else "1.4-2.0")
     return _sentences(requested, rest)
 
 
@@ -172,14 +182,16 @@ def _sentences(requested: int, rest: str) -> OomReport | None:
     if not (total_match and allocated_match and unallocated_match):
         return None
     allocated = _bytes(*allocated_match.groups())
-    this, private = _THIS_PROCESS.search(rest), _PRIVATE.search(rest)
+    this, private, allowed = _THIS_PROCESS.search(rest), _PRIVATE.search(rest), _ALLOWED.search(rest)
     free = _bytes(*total_match.group(4, 5)) if total_match.group(4) else None
     processes = tuple((int(m.group(1)), _bytes(m.group(2), m.group(3))) for m in _PROCESS.finditer(rest))
     wording = "no_free" if free is None else "this_process" if this else "processes"
     return OomReport(
         "current", _device(total_match.group(1)), requested, _bytes(*total_match.group(2, 3)), free, allocated,
         allocated + _bytes(*unallocated_match.groups()), process_in_use=_bytes(*this.groups()) if this else None,
-        processes=processes, private_pools=_bytes(*private.groups()) if private else 0, wording=wording)
+        processes=processes, private_pools=_bytes(*private.groups()) if private else 0, wording=wording,
+        allowed=_bytes(*allowed.groups()) if allowed else None,
+        generation="2.1" if "capacty" in rest or "try setting max_split_size_mb" in rest else "2.2+")
 
 
 def _device(text: str) -> str:
@@ -214,6 +226,9 @@ def _fit_cause(report: OomReport) -> Cause:
     """Fragmentation or too big: which one the free and reserved-but-unallocated figures prove."""
     unallocated, requested, allocated = report.reserved_unallocated, report.requested, report.allocated
     needed = allocated + requested
+    if report.allowed is not None and report.reserved + requested > report.allowed:  # the allocator's own cap
+        return Cause("memory_fraction", {"needed": report.reserved + requested, "allowed": report.allowed,
+                                         "reserved": report.reserved, "requested": requested})
     if report.free is None:  # XPU: only PyTorch's own figures and the card's total are known
         if unallocated >= requested:
             return Cause("fragmentation", {"unallocated": unallocated, "requested": requested}, "nofree")
@@ -245,11 +260,12 @@ def read(text: object) -> Reading:
 
 def figures_json(report: OomReport) -> dict:
     """The figures in bytes, with the derived ones, under stable keys (the CLI's JSON)."""
-    return {"style": report.style, "wording": report.wording, "device": report.device,
+    return {"style": report.style, "wording": report.wording, "generation": report.generation, "device": report.device,
             "requested_bytes": report.requested, "total_bytes": report.total, "free_bytes": report.free,
             "allocated_bytes": report.allocated, "reserved_bytes": report.reserved,
             "reserved_unallocated_bytes": report.reserved_unallocated, "reclaimable_bytes": report.reclaimable,
             "outside_pytorch_bytes": report.outside_pytorch, "process_in_use_bytes": report.own_process,
             "this_process_outside_pytorch_bytes": report.this_process_outside_pytorch,
             "other_processes_bytes": report.other_processes, "private_pools_bytes": report.private_pools,
+            "allowed_bytes": report.allowed,
             "processes": [{"pid": pid, "bytes": size} for pid, size in report.processes]}

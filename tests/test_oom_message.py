@@ -218,3 +218,32 @@ def test_xpu_messages_have_no_free_figure():
                                               (TORCH_2_1, "processes"), (TORCH_2_4, "this_process"), (XPU, "no_free")])
 def test_each_wording_is_named(message, wording):
     assert parse(message).wording == wording
+
+
+# ROCm/TheRock#2118 (torch 2.9 test run on ROCm): a process capped by set_per_process_memory_fraction
+CAPPED = ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of "
+          "255.98 GiB of which 244.64 GiB is free. 1.05 GiB allowed; Of the allocated memory 1017.01 MiB is allocated "
+          "by PyTorch, with 17.00 MiB allocated in private pools (e.g., HIP Graphs), and 54.99 MiB is reserved by "
+          "PyTorch but unallocated.")
+# mistralai/mistral-finetune#69 (A10G): NVML reported this process at 0 bytes
+NVML_ZERO = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total "
+             "capacity of 21.99 GiB of which 759.38 MiB is free. Including non-PyTorch memory, this process has 0 "
+             "bytes memory in use. Of the allocated memory 20.52 GiB is allocated by PyTorch, and 102.08 MiB is "
+             "reserved by PyTorch but unallocated.")
+
+
+def test_a_capped_process_names_its_cap():
+    reading = read(CAPPED)
+    assert reading.report.allowed == round(1.05 * GIB)
+    # 1017.01 + 54.99 MiB reserved + 2 MiB asked = 1074 MiB > 1.05 GiB (1075.2 MiB)? no: 1074 < 1075.2
+    assert round(1017.01 * MIB) + round(54.99 * MIB) + 2 * MIB < round(1.05 * GIB)
+    assert reading.cause_ids[0] == "fragmentation"  # the figures, rounded, do not show the cap crossed
+    over = read(CAPPED.replace("1.05 GiB allowed", "1.04 GiB allowed"))
+    assert over.cause_ids[0] == "memory_fraction"
+    assert over.causes[0].params["needed"] == round(1017.01 * MIB) + round(54.99 * MIB) + 2 * MIB
+
+
+def test_nvml_misreporting_this_process_gives_no_reading_outside_pytorch():
+    r = parse(NVML_ZERO)
+    assert r.process_in_use == 0 and r.this_process_outside_pytorch is None
+    assert r.generation == "2.2+" and parse(TORCH_2_1).generation == "2.1" and parse(TORCH_1_0).generation == "1.0-1.3"

@@ -53,6 +53,8 @@ def messages(draw, figures=None):
     own = allocated + unallocated + context
     text = head + f". GPU 0 has a total capacity of {format_size(total)}"
     text += "." if wording == "no_free" else f" of which {format_size(free)} is free."
+    if wording != "no_free" and draw(st.booleans()):  # a cap set by set_per_process_memory_fraction
+        text += f" {format_size(draw(st.integers(min_value=0, max_value=total)))} allowed;"
     if wording == "processes":
         text += "".join(f" Process {100 + i} has {format_size(size)} memory in use." for i, size in enumerate([own]))
     if wording == "this_process":
@@ -80,6 +82,8 @@ def check(cause, r) -> None:
         assert p["needed"] == r.allocated + r.requested > p["total"] == r.total
     elif cause.key == "unknown_free":
         assert p["needed"] == r.allocated + r.requested <= p["total"] == r.total
+    elif cause.key == "memory_fraction":
+        assert p["needed"] == p["reserved"] + p["requested"] == r.reserved + r.requested > p["allowed"] == r.allowed
     elif cause.key == "free_now":
         assert p["free"] == r.free >= p["requested"] == r.requested
     elif cause.key == "huge_request":
@@ -105,9 +109,10 @@ def test_every_stated_comparison_is_true(message):
     for cause in reading.causes:
         check(cause, r)
     first = reading.causes[0].code
-    assert first in ("fragmentation", "too_big", "unknown_free")
-    assert sum(c.code in ("fragmentation", "too_big", "unknown_free") for c in reading.causes) == 1
-    if r.free is not None:  # the two verdicts split on one comparison
+    verdicts = ("fragmentation", "too_big", "unknown_free", "memory_fraction")
+    assert first in verdicts and sum(c.code in verdicts for c in reading.causes) == 1
+    assert (first == "memory_fraction") == (r.allowed is not None and r.reserved + r.requested > r.allowed)
+    if r.free is not None and first != "memory_fraction":  # the two verdicts split on one comparison
         assert (first == "fragmentation") == (r.free + r.reserved_unallocated >= r.requested)
 
 

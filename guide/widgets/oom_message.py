@@ -49,8 +49,9 @@ def _show(ctx: Context, reading: Reading) -> None:
             (ctx.t("oom_message.unallocated"), size(r.reserved_unallocated))]
     if r.outside_pytorch is not None:
         rows.append((ctx.t("oom_message.outside"), size(r.outside_pytorch)))
-    if r.process_in_use is not None:
-        rows.append((ctx.t("oom_message.this_process"), size(r.process_in_use)))
+    if r.own_process is not None:
+        rows.append((ctx.t("oom_message.this_process"), size(r.own_process)))
+        rows.append((ctx.t("oom_message.this_process_outside"), size(r.this_process_outside_pytorch)))
     if r.other_processes is not None:
         rows.append((ctx.t("oom_message.others"), size(r.other_processes)))
     if r.private_pools:
