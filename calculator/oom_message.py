@@ -194,6 +194,12 @@ def _sentences(requested: int, rest: str) -> OomReport | None:
         generation="2.1" if "capacty" in rest or "try setting max_split_size_mb" in rest else "2.2+")
 
 
+def printing_slack(size: int) -> int:
+    """How far a size PyTorch printed (two decimals of its unit) may be from the true one."""
+    unit = next((u for u in (2**30, 2**20, 2**10) if size > u), 1)
+    return 0 if unit == 1 else unit // 200
+
+
 def _device(text: str) -> str:
     return " ".join(text.split())
 
@@ -226,9 +232,11 @@ def _fit_cause(report: OomReport) -> Cause:
     """Fragmentation or too big: which one the free and reserved-but-unallocated figures prove."""
     unallocated, requested, allocated = report.reserved_unallocated, report.requested, report.allocated
     needed = allocated + requested
-    if report.allowed is not None and report.reserved + requested > report.allowed:  # the allocator's own cap
-        return Cause("memory_fraction", {"needed": report.reserved + requested, "allowed": report.allowed,
-                                         "reserved": report.reserved, "requested": requested})
+    if report.allowed is not None and report.reserved + requested > report.allowed - printing_slack(report.allowed):
+        # the allocator refuses what would take its reserve past the cap (as printed, to two decimals)
+        params = {"needed": report.reserved + requested, "allowed": report.allowed, "reserved": report.reserved,
+                  "requested": requested}
+        return Cause("memory_fraction", params, "" if params["needed"] > report.allowed else "rounded")
     if report.free is None:  # XPU: only PyTorch's own figures and the card's total are known
         if unallocated >= requested:
             return Cause("fragmentation", {"unallocated": unallocated, "requested": requested}, "nofree")

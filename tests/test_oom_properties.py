@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from calculator.oom_message import read
+from calculator.oom_message import printing_slack, read
 
 GIB, MIB = 2**30, 2**20
 
@@ -84,6 +84,8 @@ def check(cause, r) -> None:
         assert p["needed"] == r.allocated + r.requested <= p["total"] == r.total
     elif cause.key == "memory_fraction":
         assert p["needed"] == p["reserved"] + p["requested"] == r.reserved + r.requested > p["allowed"] == r.allowed
+    elif cause.key == "memory_fraction_rounded":  # at the cap within the printing's half digit
+        assert r.allowed - printing_slack(r.allowed) < p["needed"] == r.reserved + r.requested <= r.allowed
     elif cause.key == "free_now":
         assert p["free"] == r.free >= p["requested"] == r.requested
     elif cause.key == "huge_request":
@@ -111,7 +113,8 @@ def test_every_stated_comparison_is_true(message):
     first = reading.causes[0].code
     verdicts = ("fragmentation", "too_big", "unknown_free", "memory_fraction")
     assert first in verdicts and sum(c.code in verdicts for c in reading.causes) == 1
-    assert (first == "memory_fraction") == (r.allowed is not None and r.reserved + r.requested > r.allowed)
+    assert (first == "memory_fraction") == (r.allowed is not None and r.reserved + r.requested
+                                             > r.allowed - printing_slack(r.allowed))
     if r.free is not None and first != "memory_fraction":  # the two verdicts split on one comparison
         assert (first == "fragmentation") == (r.free + r.reserved_unallocated >= r.requested)
 
