@@ -7,7 +7,7 @@ import inspect
 import sys
 
 BENCHMARKS = ["engine", "browser", "estimator", "big_models", "training", "activations", "accuracy", "load", "serving",
-              "published"]
+              "published", "cuda_context"]
 
 args = sys.argv[1:]
 first_option = next((i for i, a in enumerate(args) if a.startswith("-")), len(args))

@@ -92,13 +92,13 @@ def _weights(model, dtype: str) -> int:
 def predict(row: dict) -> float | None:
     """The engine's figure for what the row measured (bytes, or a ratio)."""
     from calculator.budget import readings_of
-    from calculator.gpus import CONTEXT_BYTES
+    from calculator.cuda_context import context_for
 
     calc = row["calculator"]
     if calc is None:
         return None
     model = model_of(calc["model"])
-    context = row["context_bytes"] or max(CONTEXT_BYTES.values())
+    context = row["context_bytes"] or context_for(None).bytes
     if calc["run"] == "ratio":
         return _weights(model, calc["reference"]) / _weights(model, calc["dtype"])
     if calc["run"] == "load":

@@ -10,7 +10,8 @@ tensors at the peak. Two more readings matter on a real card (DESIGN.md, "Units 
   (activations, a cache that grows, gradients) leaves gaps (c10/cuda/CUDACachingAllocator.cpp:
   kMinBlockSize, kSmallSize, kSmallBuffer, kLargeBuffer, kMinLargeAlloc, kRoundLarge).
 - what nvidia-smi shows for the process: reserved plus the CUDA context and kernels, which
-  live outside the allocator (gpus.CONTEXT_BYTES).
+  live outside the allocator (calculator/cuda_context.py, calibrated by architecture from published
+  out-of-memory messages).
 
 A verdict compares the reserved peak with the memory the process can use (the total PyTorch
 is told, less the context) minus a stated headroom: "fits" below it, "tight" inside it (it
@@ -36,7 +37,11 @@ ROUND_LARGE_BYTES = 2 * MIB  # kRoundLarge: ...larger ones get a segment rounded
 # 14,356 MB, optimum-benchmark running-llamas). 10% of the moving part sits between the two.
 FRAGMENTATION_SHARE = 0.10
 # The margin a verdict keeps below the usable memory: kernel workspaces (cuBLAS, attention)
-# and fragmentation beyond the allowance. The oom chapter advises keeping 5 to 10% free.
+# and fragmentation beyond the allowance. The oom chapter advises keeping 5 to 10% free. It also
+# covers the spread of the CUDA context across published messages (upper quartile − median:
+# 98 MiB over all of them, 32 MiB on Ada, 116 MiB on Ampere): 5% of the smallest catalog card's
+# usable memory (a T4, 14.43 GiB) is 739 MiB, more than seven times that. `Budget.context_spread_bytes` says
+# what the spread is worth on each card.
 HEADROOM_SHARE = 0.05
 
 FITS, TIGHT, TOO_BIG = "fits", "tight", "too_big"
@@ -93,6 +98,13 @@ class Budget:
         return math.ceil(self.usable_bytes * self.headroom_share)
 
     @property
+    def context_spread_bytes(self) -> int:
+        """How much of the headroom the CUDA context's spread alone takes on this card."""
+        from .cuda_context import context_for
+
+        return context_for(self.card.architecture).spread_bytes
+
+    @property
     def limit_bytes(self) -> int:
         """The largest reserved peak that "fits"."""
         return self.usable_bytes - self.headroom_bytes
@@ -118,15 +130,15 @@ class Budget:
 def readings_of(memory, budget: Budget | None = None, context: int | None = None) -> Readings:
     """The three readings of a predicted memory (total_bytes, steady_bytes, rounding_bytes),
     with the verdict when a card's budget is given. Without a card, nvidia-smi's reading uses
-    `context` (default: the one figure measured, gpus.CONTEXT_BYTES)."""
+    `context` (default: the calibrated figure of an architecture without its own, cuda_context.py)."""
     allocated = memory.total_bytes
     steady, rounding = getattr(memory, "steady_bytes", 0), getattr(memory, "rounding_bytes", 0)
     if budget is not None:
         return budget.readings(allocated, steady, rounding)
-    from .gpus import CONTEXT_BYTES
+    from .cuda_context import context_for
 
     reserved = reserved_bytes(allocated, steady, rounding)
-    return Readings(allocated, reserved, reserved + (max(CONTEXT_BYTES.values()) if context is None else context))
+    return Readings(allocated, reserved, reserved + (context_for(None).bytes if context is None else context))
 
 
 def admits(capacity, memory, tight: bool = False) -> bool:

@@ -46,8 +46,11 @@ class Gpu:
 
     @property
     def context_bytes(self) -> int:
-        """The CUDA context and the kernels a model loads, outside the caching allocator."""
-        return CONTEXT_BYTES[self.architecture]
+        """The CUDA context and the kernels a model loads, outside the caching allocator:
+        calibrated by architecture from published out-of-memory messages (cuda_context.py)."""
+        from .cuda_context import context_for
+
+        return context_for(self.architecture).bytes
 
     @property
     def usable_bytes(self) -> int:
@@ -72,18 +75,6 @@ class Gpu:
         return self.bf16_tflops > 0
 
 
-# Memory a PyTorch process holds outside its caching allocator once it has run a transformer:
-# the CUDA context with lazy module loading (PyTorch's default since 1.13 with CUDA >= 11.7,
-# pytorch/pytorch#86509), the kernels loaded on first use (cuBLAS, attention) and their
-# workspaces. nvidia-smi counts it; torch.cuda.memory_reserved() does not. The one figure
-# measured while a model ran: 1,474 MB on an A100-SXM4-80GB, torch 2.1.1+cu118 (NVML "used"
-# minus max_memory_reserved in two generate runs of Llama-2-7b, batch 1 and 4: optimum-benchmark,
-# examples/running-llamas, commit f75d9f93). A bare context is smaller (256 MiB on an RTX 3090
-# with torch 2.7.1, invoke-ai/InvokeAI#9413; 426 MiB on an RTX 6000 Ada with torch 2.10,
-# unslothai/unsloth-zoo#1053), but a model's kernels follow at its first forward, so every
-# generation uses the measured running figure until a run on that generation replaces it
-# (bench/accuracy.py records the context of the GPU it runs on).
-CONTEXT_BYTES = {architecture: 1_474_000_000 for architecture in ("turing", "ampere", "ada", "hopper", "cdna3")}
 
 # Spellings people type for the catalog's cards (case, spaces and dashes are ignored).
 ALIASES = {

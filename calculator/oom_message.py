@@ -1,17 +1,32 @@
-"""Read a CUDA out-of-memory message: its figures, and the likely cause.
+"""Read a CUDA out-of-memory message: its figures, and the causes they prove.
 
-PyTorch has written two formats. Up to 2.0, one parenthesis:
-  "Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.56 GiB already allocated;
-   3.44 MiB free; 14.80 GiB reserved in total by PyTorch)"   (1.x said "cached", not "reserved")
-Since 2.1, sentences (c10/cuda/CUDACachingAllocator.cpp):
-  "Tried to allocate 1.96 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.20 GiB is
-   free. Process 2441 has 77.94 GiB memory in use. [or: Including non-PyTorch memory, this
-   process has ... memory in use.] Of the allocated memory 75.68 GiB is allocated by PyTorch,
-   [with X allocated in private pools (e.g., CUDA Graphs),] and 1.74 GiB is reserved by
-   PyTorch but unallocated."
+Every wording PyTorch's caching allocator has written (c10/cuda/CUDACachingAllocator.cpp):
+  1.0 to 1.3   "Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; 8.57 MiB already
+               allocated; 9.28 GiB free; 4.68 MiB cached)"
+  1.4 to 2.0   the same parenthesis, "... 13.98 GiB reserved in total by PyTorch)"
+  2.1 on       sentences: "Tried to allocate 1.96 GiB. GPU 0 has a total capacty of 79.15 GiB of
+               which 1.20 GiB is free. Process 2441 has 77.94 GiB memory in use. Of the allocated
+               memory 75.68 GiB is allocated by PyTorch, and 1.74 GiB is reserved by PyTorch but
+               unallocated." One sentence per process NVML lists: "Including non-PyTorch memory,
+               this process has X memory in use." for this one when NVML's pid is its own,
+               "Process N has X memory in use." otherwise (inside a container's pid namespace this
+               process is one of those). 2.1 wrote "capacty" and advised max_split_size_mb; 2.2 on
+               write "capacity" and advise expandable_segments.
+  capped       "... of which 244.64 GiB is free. 1.05 GiB allowed; Of the allocated memory ..."
+               (torch.cuda.set_per_process_memory_fraction)
+  any 2.x      "with X allocated in private pools (e.g., CUDA Graphs)," inside the last sentence
+  XPU          "XPU out of memory. ... GPU 0 has a total capacity of 15.11 GiB. Of the allocated
+               memory ..." (no free figure)
 Sizes are PyTorch's format_size: "N bytes", then KiB, MiB, GiB with two decimals. ROCm says
-"HIP out of memory" with the same sentences. The text is whatever a user pasted: it is read
-with bounded patterns, never evaluated, and anything unexpected reads as "not recognised".
+"HIP out of memory" with the CUDA sentences. The text is whatever a user pasted: it is read with
+bounded patterns, never evaluated, and anything unexpected reads as "not recognised".
+
+What the figures prove. When cudaMalloc fails, the allocator first returns every cached block it
+can to the driver, then retries: what stays "reserved but unallocated" sits in segments that
+also hold live tensors. So the request could have been served from free + reserved-but-
+unallocated memory if it were in one piece: when that sum covers the request, the failure is
+fragmentation; when it does not, the tensors and the request together exceed what this process
+could have (`too_big`). The two causes are exact complements.
 """
 
 from __future__ import annotations
@@ -20,6 +35,7 @@ from dataclasses import dataclass, field
 import re
 
 MAX_CHARS = 20_000  # a traceback's tail holds the message; no one pastes more by need
+GIB = 2**30
 
 _SIZE = r"(\d{1,7}(?:[.,]\d{1,4})?)\s{0,3}(bytes|byte|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB|kB)"
 _UNITS = {"bytes": 1, "byte": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
@@ -29,16 +45,21 @@ _REQUEST = re.compile(r"Tried to allocate " + _SIZE)
 _LEGACY = re.compile(
     r"\(\s{0,3}(GPU\s{0,3}\d{0,3})\s{0,3};\s{0,3}" + _SIZE + r" total capacity;\s{0,3}" + _SIZE
     + r" already allocated;(?:\s{0,3}" + _SIZE + r" free;)?\s{0,3}" + _SIZE
-    + r" (?:reserved in total by PyTorch|cached)")
-_TOTAL = re.compile(r"(GPU\s{0,3}\d{0,3}) has a total capac\w{0,4} of " + _SIZE + r" of which " + _SIZE + r" is free")
+    + r" (reserved in total by PyTorch|cached)")
+_TOTAL = re.compile(r"(GPU\s{0,3}\d{0,3}) has a total capac\w{0,4} of " + _SIZE + r"(?: of which " + _SIZE
+                    + r" is free)?")
 _PROCESS = re.compile(r"Process (\d{1,10}) has " + _SIZE + r" memory in use")
 _THIS_PROCESS = re.compile(r"Including non-PyTorch memory, this process has " + _SIZE + r" memory in use")
 _ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
 _PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")
 _UNALLOCATED = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated")
+_ALLOWED = re.compile(r"is free\.\s{0,3}" + _SIZE + r" allowed;")  # set_per_process_memory_fraction's cap
 _MENTIONS_OOM = re.compile(r"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY", re.IGNORECASE)
 
-GIB = 2**30
+# The wordings above, oldest first: what `OomReport.wording` says.
+WORDINGS = ("cached", "reserved", "processes", "this_process", "no_free")
+# What the wording says of the PyTorch that wrote it.
+GENERATIONS = ("1.0-1.3", "1.4-2.0", "2.1", "2.2+")
 
 
 def _bytes(number: str, unit: str) -> int:
@@ -59,43 +80,68 @@ class OomReport:
     process_in_use: int | None = None  # this process, PyTorch or not ("Including non-PyTorch memory")
     processes: tuple[tuple[int, int], ...] = field(default_factory=tuple)  # (pid, bytes) NVML listed
     private_pools: int = 0
+    wording: str = "this_process"  # one of WORDINGS
+    allowed: int | None = None  # the cap torch.cuda.set_per_process_memory_fraction set, when the message says
+    generation: str = "2.2+"  # the PyTorch the wording comes from: one of GENERATIONS
 
     @property
     def reserved_unallocated(self) -> int:
         return max(self.reserved - self.allocated, 0)
 
     @property
+    def reclaimable(self) -> int | None:
+        """Free plus reserved-but-unallocated: all the memory the request could have used had
+        it been in one piece."""
+        return None if self.free is None else self.free + self.reserved_unallocated
+
+    @property
     def outside_pytorch(self) -> int | None:
-        """GPU memory neither free nor held by this PyTorch: CUDA contexts, other libraries,
-        other processes."""
+        """GPU memory neither free nor held by this PyTorch (total − free − allocated −
+        reserved-but-unallocated): CUDA contexts, other libraries, other processes."""
         if self.free is None:
             return None
         return max(self.total - self.free - self.reserved, 0)
 
     @property
-    def other_processes(self) -> int | None:
-        """Memory other processes hold, when the message lists them: every listed process but
-        this one (the one whose use best covers what PyTorch reserved here)."""
+    def own_process(self) -> int | None:
+        """What this process uses in all: its own sentence when NVML saw its pid; otherwise the
+        listed process whose use best covers what PyTorch reserved (the smallest that does)."""
+        if self.process_in_use is not None:
+            return self.process_in_use
         if not self.processes:
             return None
         sizes = [size for _, size in self.processes]
-        if self.process_in_use is not None:
-            return sum(sizes)  # "this process" is written apart; the listed ones are others
-        candidates = [s for s in sizes if s >= self.reserved] or [max(sizes)]
-        own = min(candidates)
-        return sum(sizes) - own
+        return min([s for s in sizes if s >= self.reserved] or [max(sizes)])
+
+    @property
+    def other_processes(self) -> int | None:
+        """Memory the other listed processes hold (None: the message lists none)."""
+        if not self.processes:
+            return None
+        total = sum(size for _, size in self.processes)
+        return total if self.process_in_use is not None else total - self.own_process
 
     @property
     def this_process_outside_pytorch(self) -> int | None:
-        if self.process_in_use is None:
-            return None
-        return max(self.process_in_use - self.reserved, 0)
+        """This process's memory outside PyTorch's allocator (in use − allocated − reserved-but-
+        unallocated): its CUDA context, kernels, other libraries."""
+        own = self.own_process
+        # NVML can misreport a process ("this process has 0 bytes memory in use"): no reading then
+        return None if own is None or own < self.reserved else own - self.reserved
 
 
 @dataclass(frozen=True)
 class Cause:
-    code: str  # key of the explanation in the UI catalog: oom_message.cause_<code>
+    """One cause the figures prove. `code` is the public id (the CLI's `causes`); `variant`
+    picks the advice for the PyTorch that wrote the message (the UI key is `key`)."""
+
+    code: str
     params: dict[str, int] = field(default_factory=dict)  # sizes in bytes
+    variant: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.code}_{self.variant}" if self.variant else self.code
 
 
 @dataclass(frozen=True)
@@ -103,6 +149,10 @@ class Reading:
     report: OomReport | None
     causes: tuple[Cause, ...]
     mentions_oom: bool  # an out-of-memory message without figures we can read
+
+    @property
+    def cause_ids(self) -> tuple[str, ...]:
+        return tuple(cause.code for cause in self.causes)
 
 
 def parse(text: object) -> OomReport | None:
@@ -119,23 +169,35 @@ def parse(text: object) -> OomReport | None:
     legacy = _LEGACY.search(rest)
     if legacy:
         g = legacy.groups()
-        device, total, allocated = g[0], _bytes(g[1], g[2]), _bytes(g[3], g[4])
         free = _bytes(g[5], g[6]) if g[5] is not None else None
-        return OomReport("legacy", _device(device), requested, total, free, allocated, _bytes(g[7], g[8]))
-    total_match = _TOTAL.search(rest)
-    allocated_match = _ALLOCATED.search(rest)
+        return OomReport("legacy", _device(g[0]), requested, _bytes(g[1], g[2]), free, _bytes(g[3], g[4]),
+                         _bytes(g[7], g[8]), wording="cached" if g[9] == "cached" else "reserved",
+                         generation="1.0-1.3" if g[9] == "cached" else "1.4-2.0")
+    return _sentences(requested, rest)
+
+
+def _sentences(requested: int, rest: str) -> OomReport | None:
+    total_match, allocated_match = _TOTAL.search(rest), _ALLOCATED.search(rest)
     unallocated_match = _UNALLOCATED.search(rest)
     if not (total_match and allocated_match and unallocated_match):
         return None
     allocated = _bytes(*allocated_match.groups())
-    this = _THIS_PROCESS.search(rest)
-    private = _PRIVATE.search(rest)
+    this, private, allowed = _THIS_PROCESS.search(rest), _PRIVATE.search(rest), _ALLOWED.search(rest)
+    free = _bytes(*total_match.group(4, 5)) if total_match.group(4) else None
+    processes = tuple((int(m.group(1)), _bytes(m.group(2), m.group(3))) for m in _PROCESS.finditer(rest))
+    wording = "no_free" if free is None else "this_process" if this else "processes"
     return OomReport(
-        "current", _device(total_match.group(1)), requested, _bytes(*total_match.group(2, 3)),
-        _bytes(*total_match.group(4, 5)), allocated, allocated + _bytes(*unallocated_match.groups()),
-        process_in_use=_bytes(*this.groups()) if this else None,
-        processes=tuple((int(m.group(1)), _bytes(m.group(2), m.group(3))) for m in _PROCESS.finditer(rest)),
-        private_pools=_bytes(*private.groups()) if private else 0)
+        "current", _device(total_match.group(1)), requested, _bytes(*total_match.group(2, 3)), free, allocated,
+        allocated + _bytes(*unallocated_match.groups()), process_in_use=_bytes(*this.groups()) if this else None,
+        processes=processes, private_pools=_bytes(*private.groups()) if private else 0, wording=wording,
+        allowed=_bytes(*allowed.groups()) if allowed else None,
+        generation="2.1" if "capacty" in rest or "try setting max_split_size_mb" in rest else "2.2+")
+
+
+def printing_slack(size: int) -> int:
+    """How far a size PyTorch printed (two decimals of its unit) may be from the true one."""
+    unit = next((u for u in (2**30, 2**20, 2**10) if size > u), 1)
+    return 0 if unit == 1 else unit // 200
 
 
 def _device(text: str) -> str:
@@ -143,32 +205,53 @@ def _device(text: str) -> str:
 
 
 def diagnose(report: OomReport) -> tuple[Cause, ...]:
-    """The likely causes, most telling first. Thresholds are about what matters, not tuned:
-    memory that could have held the request, or a twentieth of the card."""
-    causes: list[Cause] = []
+    """The causes the figures prove, most telling first. Each cause's params hold the figures
+    its sentence compares, and the comparison holds on them (tests/test_oom_message.py checks it
+    over generated messages). Thresholds say what matters, they are not tuned: memory that
+    could have held the request, or a twentieth of the card."""
+    causes = [_fit_cause(report)]
     notable = max(report.requested, report.total // 20)
-    if report.reserved_unallocated >= report.requested:
-        code = "fragmentation_current" if report.style == "current" else "fragmentation_legacy"
-        causes.append(Cause(code, {"unallocated": report.reserved_unallocated, "requested": report.requested}))
     others = report.other_processes
     if others is not None and others >= notable:
         causes.append(Cause("other_process", {"others": others}))
     inside = report.this_process_outside_pytorch
     if inside is not None and inside >= max(notable, GIB):
-        causes.append(Cause("outside_pytorch_here", {"outside": inside}))
-    outside = report.outside_pytorch
-    if others is None and inside is None and outside is not None and outside >= max(notable, GIB):
-        causes.append(Cause("outside_pytorch", {"outside": outside}))
+        causes.append(Cause("outside_pytorch", {"outside": inside}, "here"))
+    elif others is None and inside is None and (report.outside_pytorch or 0) >= max(notable, GIB):
+        causes.append(Cause("outside_pytorch", {"outside": report.outside_pytorch}))
     if report.private_pools >= notable:
         causes.append(Cause("private_pools", {"pools": report.private_pools}))
-    if report.requested >= report.total // 4:
+    if report.requested * 4 >= report.total:
         causes.append(Cause("huge_request", {"requested": report.requested, "total": report.total}))
-    available = report.total - (outside or 0)
-    if report.allocated + report.requested > available or not causes:
-        causes.append(Cause("real_overflow", {"needed": report.allocated + report.requested, "available": available}))
     if report.free is not None and report.free >= report.requested:
-        causes.append(Cause("free_now", {"free": report.free}))
+        causes.append(Cause("free_now", {"free": report.free, "requested": report.requested}))
     return tuple(causes)
+
+
+def _fit_cause(report: OomReport) -> Cause:
+    """Fragmentation or too big: which one the free and reserved-but-unallocated figures prove."""
+    unallocated, requested, allocated = report.reserved_unallocated, report.requested, report.allocated
+    needed = allocated + requested
+    if report.allowed is not None and report.reserved + requested > report.allowed - printing_slack(report.allowed):
+        # the allocator refuses what would take its reserve past the cap (as printed, to two decimals)
+        params = {"needed": report.reserved + requested, "allowed": report.allowed, "reserved": report.reserved,
+                  "requested": requested}
+        return Cause("memory_fraction", params, "" if params["needed"] > report.allowed else "rounded")
+    if report.free is None:  # XPU: only PyTorch's own figures and the card's total are known
+        if unallocated >= requested:
+            return Cause("fragmentation", {"unallocated": unallocated, "requested": requested}, "nofree")
+        if needed > report.total:
+            return Cause("too_big", {"needed": needed, "total": report.total, "allocated": allocated,
+                                     "requested": requested}, "card")
+        return Cause("unknown_free", {"needed": needed, "total": report.total})
+    reclaimable = report.reclaimable
+    if reclaimable >= requested:
+        variant = "current" if report.style == "current" else "legacy"
+        return Cause("fragmentation", {"unallocated": unallocated, "free": report.free, "reclaimable": reclaimable,
+                                       "requested": requested}, variant)
+    outside = report.outside_pytorch  # total − outside ≤ allocated + reclaimable < needed, in any message
+    return Cause("too_big", {"needed": needed, "available": report.total - outside, "outside": outside,
+                             "total": report.total, "allocated": allocated, "requested": requested})
 
 
 def read(text: object) -> Reading:
@@ -181,3 +264,16 @@ def read(text: object) -> Reading:
         mentions = isinstance(text, str) and bool(_MENTIONS_OOM.search(text[-MAX_CHARS:]))
         return Reading(None, (), mentions)
     return Reading(report, diagnose(report), True)
+
+
+def figures_json(report: OomReport) -> dict:
+    """The figures in bytes, with the derived ones, under stable keys (the CLI's JSON)."""
+    return {"style": report.style, "wording": report.wording, "generation": report.generation, "device": report.device,
+            "requested_bytes": report.requested, "total_bytes": report.total, "free_bytes": report.free,
+            "allocated_bytes": report.allocated, "reserved_bytes": report.reserved,
+            "reserved_unallocated_bytes": report.reserved_unallocated, "reclaimable_bytes": report.reclaimable,
+            "outside_pytorch_bytes": report.outside_pytorch, "process_in_use_bytes": report.own_process,
+            "this_process_outside_pytorch_bytes": report.this_process_outside_pytorch,
+            "other_processes_bytes": report.other_processes, "private_pools_bytes": report.private_pools,
+            "allowed_bytes": report.allowed,
+            "processes": [{"pid": pid, "bytes": size} for pid, size in report.processes]}

@@ -8,7 +8,8 @@ import pytest
 
 from calculator.budget import FITS, TIGHT, TOO_BIG, Budget, reserved_bytes, rounding_bytes
 from calculator.errors import CalculatorError
-from calculator.gpus import CONTEXT_BYTES, gpu, gpus
+from calculator.cuda_context import context_for
+from calculator.gpus import gpu, gpus
 
 MIB, GIB = 2**20, 2**30
 
@@ -20,7 +21,7 @@ def test_the_process_sees_less_than_the_label():
     assert card.usable_bytes == card.total_bytes - card.context_bytes < card.memory_bytes
     for card in gpus().values():
         assert 0 < card.usable_bytes < card.total_bytes <= card.memory_bytes + 512 * MIB
-        assert card.total_source and card.architecture in CONTEXT_BYTES
+        assert card.total_source and card.context_bytes == context_for(card.architecture).bytes > 0
 
 
 @pytest.mark.parametrize("typed,key", [("T4", "t4"), ("4090", "rtx4090"), ("RTX 4090", "rtx4090"),
@@ -65,7 +66,15 @@ def test_verdicts_keep_a_headroom_and_say_tight_inside_it():
 
 
 def test_the_issue_case_is_no_longer_called_fits():
-    # 22.98 GiB of weights on an RTX 4090 whose process sees 23.65 GiB: too big once the
-    # context is there, never "fits"
+    # 22.98 GiB of weights on an RTX 4090 whose process sees 23.65 GiB, less the Ada context
+    # read from published messages (median 472.74 MiB): 23.19 GiB usable, 22.03 GiB after the 5%
+    # headroom. Inside the headroom: "tight", never "fits". (With the former single context of
+    # 1,474 MB the usable memory was 22.28 GiB and this case read "too big".)
     budget = Budget(gpu("rtx4090"))
-    assert budget.verdict_for(reserved_bytes(int(22.98 * GIB), int(22.98 * GIB))) == TOO_BIG
+    # the Ada median is the fourth of seven readings: pinokiofactory/flux-webui#11, an RTX 4090 whose
+    # process had 22.69 GiB in use, 21.72 GiB allocated and 520.54 MiB reserved but unallocated
+    ada_median = round(22.69 * GIB) - round(21.72 * GIB) - round(520.54 * MIB)
+    usable = gpu("rtx4090").total_bytes - ada_median
+    assert round(usable / GIB, 2) == 23.19
+    assert -(-usable * 95 // 100) < int(22.98 * GIB) <= usable
+    assert budget.verdict_for(reserved_bytes(int(22.98 * GIB), int(22.98 * GIB))) == TIGHT

@@ -11,7 +11,7 @@ from calculator.gpus import gpu
 from calculator.inference import largest_batch, largest_context
 from calculator.units import format_count
 from tests.apptest import open_page
-from tests.test_oom_message import TORCH_1_13, TORCH_2_4
+from tests.test_oom_message import RTX_4090, TORCH_1_13, TORCH_2_4
 
 
 def alerts(at) -> str:
@@ -27,6 +27,15 @@ def test_a_pasted_message_is_read_in_the_readers_language(lang):
     table = str(at.dataframe[0].value)
     # reserved 13.98 GiB - allocated 10.56 GiB: 3.42 GiB kept but unused
     assert ("3.42 GiB" if lang == "en" else "3,42 Gio") in table
+
+
+@pytest.mark.parametrize("lang, words", [("en", "this case's weights take 14.96 GiB"),
+                                         ("fr", "les poids de ce cas occupent 14,96 Gio")])
+def test_the_message_is_read_against_the_pages_case(lang, words):
+    # Llama-3.1-8B in bfloat16 (the chapter's case): 16.06 GB of weights inside 20.91 GiB allocated
+    at = open_page("oom", lang, om_text=RTX_4090)
+    assert not at.exception
+    assert words in alerts(at).replace("\u202f", " ").replace("\u00a0", " ")
 
 
 def test_other_processes_are_named():

@@ -50,6 +50,24 @@ HIP = ("OutOfMemoryError: HIP out of memory. Tried to allocate 704.00 GiB. GPU 0
        "of which 186.02 GiB is free. Of the allocated memory 4.89 GiB is allocated by PyTorch, and 2.25 MiB is "
        "reserved by PyTorch but unallocated.")
 
+# Intel XPU (torch 2.5+): no free figure (pytorch/pytorch#132877 wording)
+XPU = ("torch.OutOfMemoryError: XPU out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of "
+       "15.11 GiB. Of the allocated memory 13.06 GiB is allocated by PyTorch, and 240.38 MiB is reserved by "
+       "PyTorch but unallocated.")
+XPU_FRAGMENTED = XPU.replace("240.38 MiB", "4.50 GiB")
+XPU_ELSEWHERE = XPU.replace("13.06 GiB", "9.06 GiB")
+# The figures of issue 22 (an RTX 4090: 2.00 GiB asked, 1.12 free, 20.91 allocated, 1.05 reserved but unallocated);
+# the old reader wrote "22.91 GiB exceed the 23.08 GiB" (free + reserved), which is false.
+RTX_4090 = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "23.65 GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has 22.52 GiB memory in "
+            "use. Of the allocated memory 20.91 GiB is allocated by PyTorch, and 1.05 GiB is reserved by PyTorch but "
+            "unallocated.")
+# A real RTX 4090 message (pytorch/pytorch#16417, comment of 2024-03-13): 22 MiB refused while 194.87 MiB sat unused
+RTX_4090_SMALL = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB. GPU 0 has a total "
+                  "capacity of 23.65 GiB of which 11.06 MiB is free. Including non-PyTorch memory, this process has "
+                  "23.60 GiB memory in use. Of the allocated memory 22.90 GiB is allocated by PyTorch, and 194.87 MiB "
+                  "is reserved by PyTorch but unallocated.")
+
 
 def codes(text: str) -> list[str]:
     return [c.code for c in read(text).causes]
@@ -67,7 +85,8 @@ def test_pytorch_1_13_reserved_format():
     assert (r.requested, r.total, r.allocated, r.free, r.reserved) == (
         2 * GIB, round(15.78 * GIB), round(10.56 * GIB), round(1.12 * GIB), round(13.98 * GIB))
     assert r.reserved_unallocated == round(13.98 * GIB) - round(10.56 * GIB)  # 3.42 GiB >= the 2 GiB asked
-    assert codes(TORCH_1_13)[0] == "fragmentation_legacy"
+    # 1.12 GiB free + 3.42 GiB unused reserve cover the 2 GiB asked
+    assert codes(TORCH_1_13)[0] == "fragmentation" and read(TORCH_1_13).causes[0].key == "fragmentation_legacy"
 
 
 def test_pytorch_2_1_lists_processes_one_of_which_is_this_one():
@@ -77,7 +96,7 @@ def test_pytorch_2_1_lists_processes_one_of_which_is_this_one():
     assert r.processes == ((175080, round(1.46 * GIB)), (175356, round(77.26 * GIB)))
     assert r.reserved == round(72.12 * GIB) + round(3.78 * GIB)
     assert r.other_processes == round(1.46 * GIB)  # the 77.26 GiB one covers what PyTorch reserved: ours
-    assert codes(TORCH_2_1)[0] == "fragmentation_current"
+    assert codes(TORCH_2_1)[0] == "fragmentation" and read(TORCH_2_1).causes[0].key == "fragmentation_current"
 
 
 def test_pytorch_2_4_other_process_named_apart_from_this_one():
@@ -86,7 +105,8 @@ def test_pytorch_2_4_other_process_named_apart_from_this_one():
     assert r.processes == ((492814, round(9.21 * GIB)),)
     assert r.other_processes == round(9.21 * GIB)
     assert "other_process" in codes(TORCH_2_4)
-    assert "fragmentation_current" not in codes(TORCH_2_4)  # 1.02 GiB unallocated < 3.78 GiB asked
+    # 875.62 MiB free + 1.02 GiB unallocated = 1.88 GiB < 3.78 GiB asked: too big, not fragmentation
+    assert codes(TORCH_2_4)[0] == "too_big" and "fragmentation" not in codes(TORCH_2_4)
 
 
 def test_no_process_information_and_zero_bytes_free():
@@ -95,12 +115,15 @@ def test_no_process_information_and_zero_bytes_free():
     assert r.other_processes is None and r.process_in_use is None
     # 8 GiB card, 6.52 + 0.65 GiB held by PyTorch: about 0.8 GiB outside it (a desktop, the CUDA context)
     assert r.outside_pytorch == round(8 * GIB) - round(6.52 * GIB) - round(666.27 * MIB)
-    # 666.27 MiB unallocated cannot hold 730 MiB: not fragmentation; 6.52 GiB + 730 MiB > 8 - 0.81 GiB
-    assert codes(NO_PROCESSES) == ["real_overflow"]
+    # 0 free + 666.27 MiB unallocated cannot hold 730 MiB: too big; 6.52 GiB + 730 MiB > 8 - 0.83 GiB
+    assert codes(NO_PROCESSES) == ["too_big"]
+    params = read(NO_PROCESSES).causes[0].params
+    assert params["needed"] == round(6.52 * GIB) + 730 * MIB
+    assert params["available"] == round(6.52 * GIB) + round(666.27 * MIB)  # what PyTorch held: nothing was free
 
 
 def test_heavy_fragmentation_points_at_expandable_segments():
-    assert codes(FRAGMENTED)[0] == "fragmentation_current"
+    assert codes(FRAGMENTED)[0] == "fragmentation"
 
 
 def test_cuda_graph_pools():
@@ -112,7 +135,7 @@ def test_cuda_graph_pools():
 def test_rocm_and_a_request_larger_than_the_card():
     r = parse(HIP)
     assert r.requested == 704 * GIB
-    assert codes(HIP)[0] == "huge_request"
+    assert codes(HIP)[:2] == ["too_big", "huge_request"]  # 4.89 GiB + 704 GiB > all of the card
 
 
 def test_the_last_message_of_a_log_is_read():
@@ -154,10 +177,74 @@ def test_very_long_input_is_cut_and_read_quickly():
 def test_every_cause_has_words_in_both_languages():
     from calculator.messages import catalog
 
-    seen = {c.code for message in (TORCH_1_0, TORCH_1_13, TORCH_2_1, TORCH_2_4, NO_PROCESSES, FRAGMENTED,
-                                   CUDA_GRAPHS, HIP) for c in diagnose(parse(message))}
-    assert seen >= {"fragmentation_legacy", "fragmentation_current", "other_process", "private_pools",
-                    "huge_request", "real_overflow", "free_now"}
+    seen = {c.key for message in (TORCH_1_0, TORCH_1_13, TORCH_2_1, TORCH_2_4, NO_PROCESSES, FRAGMENTED,
+                                  CUDA_GRAPHS, HIP, XPU, XPU_FRAGMENTED, XPU_ELSEWHERE) for c in diagnose(parse(message))}
+    assert seen >= {"fragmentation_legacy", "fragmentation_current", "fragmentation_nofree", "other_process",
+                    "private_pools", "huge_request", "too_big", "too_big_card", "unknown_free", "free_now"}
     for code in seen | {"outside_pytorch", "outside_pytorch_here"}:
         for lang in ("en", "fr"):
             assert f"oom_message.cause_{code}" in catalog(lang)
+
+
+def test_issue_22_rtx_4090_is_fragmentation_and_states_no_false_comparison():
+    reading = read(RTX_4090)
+    r = reading.report
+    # 1.12 GiB free + 1.05 GiB unallocated = 2.17 GiB >= 2.00 GiB asked
+    assert reading.cause_ids == ("fragmentation",)
+    assert reading.causes[0].params["reclaimable"] == round(1.12 * GIB) + round(1.05 * GIB)
+    # this process outside PyTorch: 22.52 - 20.91 - 1.05 = 0.56 GiB (its CUDA context)
+    assert r.this_process_outside_pytorch == round(22.52 * GIB) - round(20.91 * GIB) - round(1.05 * GIB)
+    # everything outside PyTorch: 23.65 - 1.12 - 20.91 - 1.05 = 0.57 GiB
+    assert r.outside_pytorch == round(23.65 * GIB) - round(1.12 * GIB) - round(20.91 * GIB) - round(1.05 * GIB)
+
+
+def test_a_small_request_beside_unused_small_blocks_is_fragmentation():
+    # 11.06 MiB free + 194.87 MiB unallocated >= 22 MiB: the memory was there, in pieces
+    assert codes(RTX_4090_SMALL)[0] == "fragmentation"
+    assert parse(RTX_4090_SMALL).this_process_outside_pytorch == (
+        round(23.60 * GIB) - round(22.90 * GIB) - round(194.87 * MIB))
+
+
+def test_xpu_messages_have_no_free_figure():
+    r = parse(XPU)
+    assert (r.free, r.wording, r.total) == (None, "no_free", round(15.11 * GIB))
+    # 13.06 GiB + 4 GiB > 15.11 GiB: too big for the card itself
+    assert read(XPU).causes[0].key == "too_big_card"
+    assert read(XPU_FRAGMENTED).causes[0].key == "fragmentation_nofree"  # 4.50 GiB unused >= 4 GiB asked
+    assert read(XPU_ELSEWHERE).causes[0].key == "unknown_free"  # 9.06 + 4 < 15.11: held outside PyTorch
+
+
+@pytest.mark.parametrize("message, wording", [(TORCH_1_0, "cached"), (TORCH_1_13, "reserved"),
+                                              (TORCH_2_1, "processes"), (TORCH_2_4, "this_process"), (XPU, "no_free")])
+def test_each_wording_is_named(message, wording):
+    assert parse(message).wording == wording
+
+
+# ROCm/TheRock#2118 (torch 2.9 test run on ROCm): a process capped by set_per_process_memory_fraction
+CAPPED = ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of "
+          "255.98 GiB of which 244.64 GiB is free. 1.05 GiB allowed; Of the allocated memory 1017.01 MiB is allocated "
+          "by PyTorch, with 17.00 MiB allocated in private pools (e.g., HIP Graphs), and 54.99 MiB is reserved by "
+          "PyTorch but unallocated.")
+# mistralai/mistral-finetune#69 (A10G): NVML reported this process at 0 bytes
+NVML_ZERO = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total "
+             "capacity of 21.99 GiB of which 759.38 MiB is free. Including non-PyTorch memory, this process has 0 "
+             "bytes memory in use. Of the allocated memory 20.52 GiB is allocated by PyTorch, and 102.08 MiB is "
+             "reserved by PyTorch but unallocated.")
+
+
+def test_a_capped_process_names_its_cap():
+    reading = read(CAPPED)
+    assert reading.report.allowed == round(1.05 * GIB)
+    # 1017.01 + 54.99 MiB reserved + 2 MiB asked = 1,074 MiB: under the printed 1.05 GiB (1,075.2 MiB), but
+    # within the 0.005 GiB (5.12 MiB) that printing to two decimals hides, with 244.64 GiB free
+    assert round(1.05 * GIB) - 5.12 * MIB < round(1017.01 * MIB) + round(54.99 * MIB) + 2 * MIB < round(1.05 * GIB)
+    assert reading.causes[0].key == "memory_fraction_rounded"
+    over = read(CAPPED.replace("1.05 GiB allowed", "1.04 GiB allowed"))
+    assert over.causes[0].key == "memory_fraction"
+    assert over.causes[0].params["needed"] == round(1017.01 * MIB) + round(54.99 * MIB) + 2 * MIB
+
+
+def test_nvml_misreporting_this_process_gives_no_reading_outside_pytorch():
+    r = parse(NVML_ZERO)
+    assert r.process_in_use == 0 and r.this_process_outside_pytorch is None
+    assert r.generation == "2.2+" and parse(TORCH_2_1).generation == "2.1" and parse(TORCH_1_0).generation == "1.0-1.3"

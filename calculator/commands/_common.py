@@ -115,8 +115,9 @@ def readings_lines(readings, card, size=format_bytes) -> list[str]:
              f"{size(readings.nvidia_smi_bytes)} in nvidia-smi (with the CUDA context)."]
     if card is not None:
         lines.append(f"On {card.name}: {VERDICT_WORDS[readings.verdict]}. Usable: {size(readings.usable_bytes)} "
-                     f"(PyTorch's total {size(card.total_bytes)} less the CUDA context {size(card.context_bytes)}); "
-                     f"headroom kept: {size(readings.headroom_bytes)}.")
+                     f"(PyTorch's total {size(card.total_bytes)} less the CUDA context {size(card.context_bytes)}, "
+                     f"read from published out-of-memory messages); headroom kept: {size(readings.headroom_bytes)}, "
+                     f"{size(budget_for(card).context_spread_bytes)} of it for the context's spread.")
     return lines
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from calculator.errors import CalculatorError
+from calculator.oom_case import case_lines, read_against_case
 from calculator.oom_message import Reading, read
 from guide.charts import GIB, base_layout
-from guide.format import escape_markdown, format_bytes
+from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget, share_box
 
 MAX_INPUT = 6000  # a message is about 600 characters; the text also travels in the share link
@@ -47,8 +49,9 @@ def _show(ctx: Context, reading: Reading) -> None:
             (ctx.t("oom_message.unallocated"), size(r.reserved_unallocated))]
     if r.outside_pytorch is not None:
         rows.append((ctx.t("oom_message.outside"), size(r.outside_pytorch)))
-    if r.process_in_use is not None:
-        rows.append((ctx.t("oom_message.this_process"), size(r.process_in_use)))
+    if r.own_process is not None:
+        rows.append((ctx.t("oom_message.this_process"), size(r.own_process)))
+        rows.append((ctx.t("oom_message.this_process_outside"), size(r.this_process_outside_pytorch)))
     if r.other_processes is not None:
         rows.append((ctx.t("oom_message.others"), size(r.other_processes)))
     if r.private_pools:
@@ -59,8 +62,26 @@ def _show(ctx: Context, reading: Reading) -> None:
                  hide_index=True)
     st.plotly_chart(_card_chart(ctx, reading), config={"displayModeBar": False}, key="om_chart")
     for i, cause in enumerate(reading.causes):
-        message = ctx.t(f"oom_message.cause_{cause.code}", **{k: size(v) for k, v in cause.params.items()})
+        message = ctx.t(f"oom_message.cause_{cause.key}", **{k: size(v) for k, v in cause.params.items()})
         (st.warning if i == 0 else st.info)(message)
+    _against_case(ctx, r)
+
+
+def _against_case(ctx: Context, report) -> None:
+    """What the allocated figure is made of in the page's case, and which of its tensors the
+    request is (the case's context: prompt + new tokens)."""
+    case = ctx.case
+    if case is None or case.model.spec is None:
+        return
+    tokens = case.case.context
+    try:
+        reading = read_against_case(report, case.model.summary, case.model.spec, case.case.batch, tokens, case.case.dtype)
+    except CalculatorError:  # a case the inference calculator refuses (longer than the model's positions)
+        return
+    lines = case_lines(reading, ctx.lang)
+    heading = ctx.t("oom_case.heading", model=escape_markdown(case.model.name, limit=80), dtype=case.case.dtype,
+                    batch=format_count(case.case.batch, ctx.lang), tokens=format_count(tokens, ctx.lang))
+    st.info("\n\n".join([heading, *lines]))  # the lines are our own sentences and figures
 
 
 def _card_chart(ctx: Context, reading: Reading) -> go.Figure:
