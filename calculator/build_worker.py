@@ -84,6 +84,12 @@ def _answer(request: dict):
         elif op == "count_hub_remote":
             value = meta.count_object(meta.hub_remote_config(request["repo"]), request["model_class"],
                                       trust_remote_code=True)
+        elif op == "read_headers":  # a Hub checkpoint's index and headers, read and parsed here
+            from calculator.safetensors import read_headers_here
+            from calculator.hub import Deadline
+
+            value = read_headers_here(request["repo"], request.get("endpoint", ""), request.get("token"),
+                                      Deadline(request["seconds"]) if request.get("seconds") else None)
         elif op == "model_types":
             value = sorted(meta.known_model_types())
         elif op == "ping":

@@ -11,7 +11,8 @@ says why.
 
 A config is made into a transformers config once (meta.count) and counted once per content
 (a cache bounded in entries and in bytes, errors included); a Hub answer is reused for a few
-minutes, except "unreachable", which is asked again. Safety: the page never reads a server
+minutes, an unreachable or stalled Hub for half a minute (calculator/hub.py bounds each
+read in bytes and time). Safety: the page never reads a server
 path (allow_local=False) and never runs a repository's code (trust_remote_code is for the
 CLI); a Hub id is checked before any request; an upload is capped and parsed here; keys that
 choose code at load time (attention implementations, kernels) are removed from every config
@@ -38,7 +39,7 @@ from .architecture import ArchSpec
 from .configs import MAX_CONFIG_BYTES, check_config, parse_config_text, read_config_file, without_runtime_keys
 from .errors import CalculatorError, Grouped
 from .families import ModelTraits, traits_from_config
-from .hub import check_hub_id, fetch_config, is_hub_id
+from .hub import Deadline, check_hub_id, fetch_config, is_hub_id
 from .meta import MODEL_CLASSES
 from .summary import ModelSummary
 
@@ -48,6 +49,9 @@ HEADER_REASONS = ("remote_code", "unknown_type", "quantized", "no_config")
 # The page's server refuses uploads over 1 MB (.streamlit/config.toml); checked here too.
 MAX_UPLOAD_BYTES = min(MAX_CONFIG_BYTES, 2**20)
 HUB_CACHE_SECONDS = 300
+# An unreachable or stalled Hub is kept this long: a rerun of the page does not pay the
+# deadline again, and a blip does not keep a model away for long.
+HUB_FAILURE_SECONDS = 30
 MAX_NAME_CHARS = 1024
 COUNT_CACHE_ENTRIES = 32
 COUNT_CACHE_BYTES = 32 * 2**20  # configs (an upload is at most 1 MiB) and their counts
@@ -210,8 +214,9 @@ def _hub_remote(repo: str, model_class: str) -> Model:
 
 
 def _hub(repo: str, model_class: str, read_headers: bool, progress: Progress) -> Model:
+    deadline = Deadline()  # one for the whole question: its config, then maybe its headers
     with progress("fetching", repo):
-        config, error = _hub_answers.get(("config", _endpoint(), repo), lambda: fetch_config(repo))
+        config, error = _hub_answers.get(("config", _endpoint(), repo), lambda: fetch_config(repo, deadline))
     if error is not None and not (read_headers and error[0] == "hub_no_config"):
         raise CalculatorError(error[0], **error[1])
     config = without_runtime_keys(config) if config is not None else None
@@ -221,7 +226,7 @@ def _hub(repo: str, model_class: str, read_headers: bool, progress: Progress) ->
     from .safetensors import read_headers as read
 
     with progress("reading_headers", repo):
-        stored, header_error = _hub_answers.get(("headers", _endpoint(), repo), lambda: read(repo))
+        stored, header_error = _hub_answers.get(("headers", _endpoint(), repo), lambda: read(repo, deadline))
     if header_error is not None and reason != "quantized":
         if header_error[0] == "no_safetensors":  # say both halves: why headers, and none
             raise CalculatorError(f"{reason}_no_safetensors", repo=repo,
@@ -272,19 +277,27 @@ def _counted(config_json: str, model_class: str) -> tuple[ModelSummary, ArchSpec
 
 
 # Errors that say nothing lasting about what was asked: raised, never kept, asked again.
-_PASSING = frozenset({"hub_unreachable", *builder.PASSING_ERRORS})
+_PASSING = frozenset(builder.PASSING_ERRORS)
+# Errors of a Hub that does not answer: kept HUB_FAILURE_SECONDS, not as long as answers.
+HUB_FAILURES = frozenset({"hub_unreachable", "hub_too_slow"})
 
 
 def _outcome(work):
-    """(value, None) or (None, (code, params)). An unreachable Hub or a busy build pool is
-    raised, not kept: the next question asks again (a blip must not keep a model away for
-    minutes)."""
+    """(value, None) or (None, (code, params)). A busy build pool is raised, not kept: the
+    next question asks again."""
     try:
         return work(), None
     except CalculatorError as error:
         if error.code in _PASSING:
             raise
         return None, (error.code, error.params)
+
+
+def _seconds_kept(answer, seconds: float | None) -> float | None:
+    error = answer[1]
+    if error is not None and error[0] in HUB_FAILURES:
+        return HUB_FAILURE_SECONDS if seconds is None else min(seconds, HUB_FAILURE_SECONDS)
+    return seconds
 
 
 def _size_of(key, answer) -> int:
@@ -305,7 +318,7 @@ class _BoundedCache:
 
     def __init__(self, entries: int, max_bytes: int, seconds: float | None = None) -> None:
         self.entries, self.max_bytes, self.seconds = entries, max_bytes, seconds
-        self._table: OrderedDict = OrderedDict()  # key -> (time, answer, size)
+        self._table: OrderedDict = OrderedDict()  # key -> (time, answer, size, seconds kept)
         self._pending: dict = {}  # key -> Event, while its work runs
         self._bytes = 0
         self._lock = threading.Lock()
@@ -314,7 +327,7 @@ class _BoundedCache:
         while True:
             with self._lock:
                 kept = self._table.get(key)
-                if kept is not None and (self.seconds is None or time.monotonic() - kept[0] < self.seconds):
+                if kept is not None and (kept[3] is None or time.monotonic() - kept[0] < kept[3]):
                     self._table.move_to_end(key)
                     return kept[1]
                 running = self._pending.get(key)
@@ -331,7 +344,7 @@ class _BoundedCache:
         with self._lock:
             self._drop(key)
             if size <= self.max_bytes:
-                self._table[key] = (time.monotonic(), answer, size)
+                self._table[key] = (time.monotonic(), answer, size, _seconds_kept(answer, self.seconds))
                 self._bytes += size
             while self._table and (len(self._table) > self.entries or self._bytes > self.max_bytes):
                 self._drop(next(iter(self._table)))

@@ -26,8 +26,8 @@ import os
 import re
 import threading
 
-from .errors import CalculatorError
-from .hub import TIMEOUT_SECONDS, check_hub_id
+from .errors import CalculatorError, Grouped
+from .hub import Deadline, HubFile, check_hub_id, read_file
 from .summary import ModelSummary, Unit
 
 # A sharded checkpoint has one request per shard: the largest open models have a few
@@ -35,7 +35,7 @@ from .summary import ModelSummary, Unit
 MAX_SHARDS = 1024
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
-MAX_INDEX_BYTES = 64 * 2**20
+MAX_INDEX_BYTES = 32 * 2**20  # DeepSeek-V3's index (92,000 tensors) is about 9 MB
 # What the headers may hold, in all. DeepSeek-V3 lists about 92,000 tensors in 163 shards and
 # Kimi K2 about 140,000; a shard's header is a few hundred kilobytes.
 MAX_TENSORS = 250_000
@@ -211,36 +211,34 @@ def count_tensors(repo: str, tensors, files: int) -> HeaderCount:
     return tally.result(files)
 
 
-def read_headers(repo_id: str, timeout: float = TIMEOUT_SECONDS) -> HeaderCount:
-    """Count a Hub repository's safetensors weights from their headers: Range requests
-    through huggingface_hub's own HTTP client, no weights downloaded, no code run, every
-    amount bounded before it is fetched."""
-    repo_id = check_hub_id(repo_id)
-    from huggingface_hub import HfApi
-    from huggingface_hub import errors as hub_errors
+def read_headers(repo_id: str, deadline: Deadline | None = None) -> HeaderCount:
+    """Count a Hub repository's safetensors weights from their headers. The index and the
+    headers are read and parsed in a build worker (calculator/builder.py), within its memory
+    and time limits and the Hub's deadline: whatever the repository holds, the process that
+    asks only ever holds the count."""
+    from . import builder
+    from .hub import endpoint
 
-    api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=os.environ.get("HF_TOKEN") or None)
-    files: list[str] | None = None
-    try:
-        files = _shard_files(api, repo_id, timeout)
-        headers = _read_all(api, repo_id, files, timeout)
-    except CalculatorError:
-        raise
-    except hub_errors.GatedRepoError:
-        raise CalculatorError("hub_gated", repo=repo_id) from None
-    except (hub_errors.RepositoryNotFoundError, hub_errors.RevisionNotFoundError):
-        raise CalculatorError("hub_not_found", repo=repo_id) from None
-    except hub_errors.EntryNotFoundError:  # no model.safetensors: no safetensors at all; a shard: broken
-        raise CalculatorError("no_safetensors" if files == [SINGLE_FILE] else "safetensors_unreadable",
-                              repo=repo_id) from None
-    except Exception as exc:  # offline, DNS, timeouts, server errors
-        raise CalculatorError("hub_unreachable", repo=repo_id, detail=type(exc).__name__) from None
+    repo_id = check_hub_id(repo_id)
+    seconds = max(0.5, deadline.left()) if deadline is not None else None
+    return builder.build({"op": "read_headers", "repo": repo_id, "endpoint": endpoint(),
+                          "token": os.environ.get("HF_TOKEN") or None, "seconds": seconds})
+
+
+def read_headers_here(repo_id: str, endpoint: str = "", token: str | None = None,
+                      deadline: Deadline | None = None) -> HeaderCount:
+    """read_headers in this process (the build worker calls it): Range requests through
+    huggingface_hub's HTTP client, every amount bounded before or while it is fetched, no
+    weights downloaded, no code run."""
+    repo_id = check_hub_id(repo_id)
+    deadline = deadline or Deadline()
+    where = HubFile(repo_id, INDEX_FILE, MAX_INDEX_BYTES, missing="hub_no_index", endpoint=endpoint, token=token,
+                    too_large=("safetensors_index_too_large", {"repo": repo_id}))
+    files = _shard_files(where, deadline)
+    headers = _read_all(where, files, deadline)
     tally = _Tally(repo_id)
     for raw in headers:  # in file order, one at a time: one parsed header in memory at once
-        try:
-            header = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise CalculatorError("safetensors_unreadable", repo=repo_id) from None
+        header = parse_bounded(raw, repo_id, max_containers=3 * MAX_TENSORS + 8, max_commas=len(raw) // 8 + 64)
         if not isinstance(header, dict):
             raise CalculatorError("safetensors_unreadable", repo=repo_id)
         for name, info in header.items():
@@ -253,33 +251,45 @@ def read_headers(repo_id: str, timeout: float = TIMEOUT_SECONDS) -> HeaderCount:
     return tally.result(len(files))
 
 
-def _shard_files(api, repo_id: str, timeout: float) -> list[str]:
-    """The safetensors files to read: the shards the index names (refused past MAX_SHARDS
-    files or MAX_TENSORS tensors, before any of them is requested), or the single file.
-    One HEAD request first, without the retries of a download, so an unreachable Hub is
-    reported at once; the client then reads the index from the local cache."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
-    from huggingface_hub import errors as hub_errors
+def parse_bounded(raw: bytes, repo: str, max_containers: int, max_commas: int):
+    """JSON whose parsed size is bounded before it is parsed: the objects and lists it opens
+    and the commas that separate its values are counted first (a parsed value costs up to a
+    hundred times the bytes that write it: `[{},{},...]` or `[0,0,...]`). A real index has a
+    handful of objects and one comma per tensor; a real header one object and a few commas per
+    tensor, each written in dozens of bytes."""
+    containers = raw.count(b"{") + raw.count(b"[")
+    if containers > max_containers or raw.count(b",") > max_commas:
+        raise CalculatorError("safetensors_unreadable", repo=repo)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise CalculatorError("safetensors_unreadable", repo=repo) from None
 
+
+def _shard_files(where: HubFile, deadline: Deadline) -> list[str]:
+    """The safetensors files to read: the shards the index names (refused past MAX_SHARDS
+    files or MAX_TENSORS tensors, before any of them is requested), or the single file."""
+    repo_id = where.repo
     try:
-        get_hf_file_metadata(hf_hub_url(repo_id, INDEX_FILE, endpoint=api.endpoint), token=api.token,
-                             timeout=timeout)
-    except hub_errors.EntryNotFoundError:
-        return [SINGLE_FILE]  # or no safetensors at all: reading it tells
-    path = api.hf_hub_download(repo_id, INDEX_FILE, etag_timeout=timeout)
-    with open(path, "rb") as handle:
-        raw = handle.read(MAX_INDEX_BYTES + 1)
+        raw = read_file(where, deadline)
+    except CalculatorError as error:
+        if error.code == "hub_no_index":
+            return [SINGLE_FILE]  # or no safetensors at all: reading it tells
+        raise
+    index = parse_bounded(raw, repo_id, max_containers=64, max_commas=MAX_TENSORS + 1024)
+    del raw
     try:
-        index = json.loads(raw) if len(raw) <= MAX_INDEX_BYTES else None
         weight_map = index["weight_map"]
         names = set(weight_map.values())
         tensors = len(weight_map)
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+    except (TypeError, KeyError, AttributeError):
         raise CalculatorError("safetensors_unreadable", repo=repo_id) from None
     if len(names) > MAX_SHARDS:
-        raise CalculatorError("safetensors_too_many_files", repo=repo_id, files=len(names), limit=MAX_SHARDS)
+        raise CalculatorError("safetensors_too_many_files", repo=repo_id, files=Grouped(len(names)),
+                              limit=Grouped(MAX_SHARDS))
     if tensors > MAX_TENSORS:
-        raise CalculatorError("safetensors_too_many_tensors", repo=repo_id, tensors=tensors, limit=MAX_TENSORS)
+        raise CalculatorError("safetensors_too_many_tensors", repo=repo_id, tensors=Grouped(tensors),
+                              limit=Grouped(MAX_TENSORS))
     if not all(isinstance(n, str) and n.endswith(".safetensors") and ".." not in n and not n.startswith("/")
                and len(n) <= 200 for n in names):
         raise CalculatorError("safetensors_unreadable", repo=repo_id)
@@ -308,24 +318,26 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:.0f}"
 
 
-def _read_all(api, repo_id: str, files: list[str], timeout: float) -> list[bytes]:
+def _read_all(where: HubFile, files: list[str], deadline: Deadline) -> list[bytes]:
     """Every file's header bytes, in file order (READERS files at a time)."""
-    budget = _HeaderBudget(repo_id)
+    budget = _HeaderBudget(where.repo)
     if len(files) == 1:
-        return [_read_header(api, repo_id, files[0], timeout, budget)]
+        return [_read_header(where, files[0], deadline, budget, single=True)]
     with ThreadPoolExecutor(max_workers=min(READERS, len(files))) as pool:
-        return list(pool.map(lambda name: _read_header(api, repo_id, name, timeout, budget), files))
+        return list(pool.map(lambda name: _read_header(where, name, deadline, budget), files))
 
 
-def _read_header(api, repo_id: str, filename: str, timeout: float, budget: _HeaderBudget) -> bytes:
+def _read_header(where: HubFile, filename: str, deadline: Deadline, budget: _HeaderBudget,
+                 single: bool = False) -> bytes:
     """One file's JSON header: its first bytes (the 8-byte length and, usually, the whole
     header), then the rest of the header if it is longer, once the budget allows it."""
-    from huggingface_hub import hf_hub_url
-    from huggingface_hub.utils import build_hf_headers
+    from dataclasses import replace
 
-    url = hf_hub_url(repo_id, filename, endpoint=api.endpoint)
-    headers = build_hf_headers(token=api.token)
-    first = _ranged(url, headers, 0, FIRST_READ_BYTES - 1, timeout)
+    repo_id = where.repo
+    shard = replace(where, filename=filename, cap=FIRST_READ_BYTES,
+                    missing="no_safetensors" if single else "safetensors_unreadable",
+                    too_large=("safetensors_unreadable", {}))
+    first = read_file(shard, deadline, 0, FIRST_READ_BYTES - 1)
     if len(first) < 8:
         raise CalculatorError("safetensors_unreadable", repo=repo_id)
     size = int.from_bytes(first[:8], "little")
@@ -334,35 +346,8 @@ def _read_header(api, repo_id: str, filename: str, timeout: float, budget: _Head
     budget.take(size)
     if size <= len(first) - 8:
         return first[8:8 + size]
-    rest = _ranged(url, headers, len(first), size + 7, timeout)
+    rest = read_file(replace(shard, cap=size + 8 - len(first)), deadline, len(first), size + 7)
     header = first[8:] + rest
     if len(header) != size:
         raise CalculatorError("safetensors_unreadable", repo=repo_id)
     return header
-
-
-def _ranged(url: str, headers: dict, start: int, end: int, timeout: float) -> bytes:
-    """Bytes start..end of a file, read from a stream and never more than asked for, even
-    from a server that ignores the Range header."""
-    from huggingface_hub.utils import get_session, hf_raise_for_status
-
-    wanted = end - start + 1
-    with get_session().stream("GET", url, headers={**headers, "range": f"bytes={start}-{end}"},
-                              timeout=timeout) as response:
-        if response.status_code >= 400:
-            if int(response.headers.get("content-length") or 0) < 1_000_000:
-                response.read()
-            hf_raise_for_status(response)
-        if response.status_code == 200 and start:  # the whole file from its start: skip to ours
-            skip = start
-        else:
-            skip = 0
-        body = bytearray()
-        for chunk in response.iter_bytes():
-            if skip:
-                cut = min(skip, len(chunk))
-                chunk, skip = chunk[cut:], skip - cut
-            body += chunk[: wanted - len(body)]
-            if len(body) >= wanted:
-                break
-    return bytes(body)

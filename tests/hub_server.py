@@ -4,6 +4,10 @@ Repositories are plain dicts of file name -> bytes. It speaks the parts of the p
 client relies on: X-Repo-Commit and ETag headers, X-Error-Code on 401/403/404, Range reads
 (with the bytes sent per file recorded, so tests can show that only headers were read), and
 the model-info API. Nothing of the client is mocked.
+
+It can also play a hostile Hub, file by file (`hostile`): an answer that trickles one byte at
+a time, a GET that stalls after its headers, a file far larger than it should be (generated
+as it is sent, with the bytes actually sent recorded), a redirect elsewhere.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ class FakeHub:
         self.gated: set[str] = set()
         self.requests: list[str] = []
         self.sent_bytes: dict[str, int] = {}  # file path -> body bytes sent (proves Range reads)
+        # "repo/file" -> how to misbehave: {"trickle": seconds between bytes}, {"stall": seconds},
+        # {"huge": bytes, "fill": pattern}, {"redirect": url}
+        self.hostile: dict[str, dict] = {}
+        self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -45,6 +53,7 @@ class FakeHub:
         self._thread.start()
 
     def stop(self) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -77,6 +86,8 @@ class FakeHub:
                 if not match:
                     return self._error(404, "RepoNotFound")
                 repo, filename = match["repo"], match["file"]
+                if f"{repo}/{filename}" in hub.hostile:
+                    return self._hostile(hub.hostile[f"{repo}/{filename}"], path, send_body)
                 if repo not in hub.repos:
                     return self._error(401, "RepoNotFound")
                 if repo in hub.gated:
@@ -99,6 +110,44 @@ class FakeHub:
                 if send_body:
                     hub.sent_bytes[path] = hub.sent_bytes.get(path, 0) + len(chunk)
                     self.wfile.write(chunk)
+
+            def _hostile(self, how: dict, path: str, send_body: bool) -> None:
+                if "redirect" in how:
+                    self.send_response(302)
+                    self.send_header("Location", how["redirect"])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                size = how.get("huge", 1_000_000)
+                self.send_response(200)
+                self.send_header("X-Repo-Commit", COMMIT)
+                self.send_header("ETag", '"hostile"')
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                if not send_body:
+                    return
+                try:
+                    if "stall" in how:
+                        self.wfile.flush()
+                        hub._stopping.wait(how["stall"])
+                    elif "trickle" in how:
+                        for _ in range(size):
+                            self.wfile.write(b"{")
+                            self.wfile.flush()
+                            hub.sent_bytes[path] = hub.sent_bytes.get(path, 0) + 1
+                            if hub._stopping.wait(how["trickle"]):
+                                return
+                    else:
+                        fill = how.get("fill", b"[{},")
+                        chunk = fill * (65536 // len(fill))
+                        sent = 0
+                        while sent < size and not hub._stopping.is_set():
+                            part = chunk[: size - sent]
+                            self.wfile.write(part)
+                            sent += len(part)
+                            hub.sent_bytes[path] = sent
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def _model_info(self, repo: str, send_body: bool) -> None:
                 if repo not in hub.repos:

@@ -12,7 +12,7 @@ import pytest
 
 from calculator import safetensors
 from calculator.errors import CalculatorError
-from calculator.safetensors import count_tensors, read_headers
+from calculator.safetensors import count_tensors, read_headers, read_headers_here
 
 
 def header_file(tensors: dict, declared: int | None = None) -> bytes:
@@ -69,11 +69,12 @@ def test_a_header_longer_than_the_bound_is_not_fetched(hub):
     assert hub.sent_bytes["/org/long/resolve/main/model.safetensors"] <= safetensors.FIRST_READ_BYTES
 
 
+# Tests that lower a bound read in this process (read_headers_here, what the build worker runs).
 def test_an_index_listing_too_many_tensors_is_refused_before_any_shard(hub, monkeypatch):
     monkeypatch.setattr(safetensors, "MAX_TENSORS", 1000)
     weight_map = {f"model.layers.{i}.w": f"model-{i % 3:05d}-of-00003.safetensors" for i in range(1001)}
     hub.add("org/many", {"model.safetensors.index.json": {"weight_map": weight_map}})
-    assert code(lambda: read_headers("org/many")) == "safetensors_too_many_tensors"
+    assert code(lambda: read_headers_here("org/many")) == "safetensors_too_many_tensors"
     assert not any(r.endswith(".safetensors") and r.startswith("GET") for r in hub.requests)
 
 
@@ -81,14 +82,14 @@ def test_headers_listing_more_tensors_than_their_index_are_refused(hub, monkeypa
     monkeypatch.setattr(safetensors, "MAX_TENSORS", 1000)
     tensors = {f"model.layers.0.w{i}": tensor([2], begin=4 * i) for i in range(1001)}
     hub.add("org/lying", {"model.safetensors": header_file(tensors)})
-    assert code(lambda: read_headers("org/lying")) == "safetensors_too_many_tensors"
+    assert code(lambda: read_headers_here("org/lying")) == "safetensors_too_many_tensors"
 
 
 def test_names_making_more_layers_than_any_checkpoint_are_refused(hub, monkeypatch):
     monkeypatch.setattr(safetensors, "MAX_UNITS", 100)
     tensors = {f"block{i}.w": tensor([2], begin=4 * i) for i in range(101)}  # each its own layer
     hub.add("org/flat", {"model.safetensors": header_file(tensors)})
-    assert code(lambda: read_headers("org/flat")) == "safetensors_too_many_layers"
+    assert code(lambda: read_headers_here("org/flat")) == "safetensors_too_many_layers"
 
 
 def test_all_headers_together_are_bounded(hub, monkeypatch):
@@ -101,7 +102,7 @@ def test_all_headers_together_are_bounded(hub, monkeypatch):
         shards[name] = header_file(tensors)
         weight_map.update(dict.fromkeys(tensors, name))
     hub.add("org/wide", {**shards, "model.safetensors.index.json": {"weight_map": weight_map}})
-    assert code(lambda: read_headers("org/wide")) == "safetensors_headers_too_large"
+    assert code(lambda: read_headers_here("org/wide")) == "safetensors_headers_too_large"
 
 
 def test_the_largest_headers_allowed_are_read_quickly_and_in_little_memory(hub):

@@ -51,8 +51,13 @@ def test_unreachable_hub_fails_fast_and_names_the_alternatives(monkeypatch):
     assert "catalog" in info.value.message("en") and "catalogue" in info.value.message("fr")
 
 
-def test_a_fetched_config_is_served_from_the_cache_when_the_hub_goes_away(hub, monkeypatch):
+def test_a_config_another_tool_left_in_the_hub_cache_is_used_when_the_hub_goes_away(hub, monkeypatch):
+    """fetch_config writes nothing to the Hub cache (it reads within bounds, in memory), but a
+    config that huggingface_hub downloaded for another tool is used offline."""
+    import huggingface_hub
+
     hub.add("org/cached", {"config.json": load_test_config("tiny-llama")})
+    huggingface_hub.hf_hub_download("org/cached", "config.json", endpoint=hub.url)
     first = fetch_config("org/cached")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     assert fetch_config("org/cached") == first

@@ -1,0 +1,186 @@
+"""A hostile stand-in Hub (slow, huge, lying, redirecting answers): every case is refused
+within its bound, in bytes (never more than the cap read, nothing written to the Hub cache)
+and in time (the deadline, said in the message), and a stalled Hub is not paid again on the
+next question."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+import tracemalloc
+
+import pytest
+
+from calculator import hub as hub_module
+from calculator import model as seam
+from calculator.configs import MAX_CONFIG_BYTES
+from calculator.errors import CalculatorError
+from calculator.hub import fetch_config, redirect_allowed
+from calculator.safetensors import MAX_INDEX_BYTES, read_headers, read_headers_here
+from tests.conftest import load_test_config
+from tests.hub_server import FakeHub
+
+CONFIG = "/org/m/resolve/main/config.json"
+INDEX = "/org/m/resolve/main/model.safetensors.index.json"
+
+
+def refused(call) -> tuple[CalculatorError, float]:
+    start = time.monotonic()
+    with pytest.raises(CalculatorError) as info:
+        call()
+    assert info.value.message("fr") != info.value.message("en")
+    return info.value, time.monotonic() - start
+
+
+@pytest.fixture
+def short_deadline(monkeypatch):
+    """A 2 s deadline and a 1 s stall (12 s and 4 s in service), so the suite stays quick."""
+    monkeypatch.setattr(hub_module, "DEADLINE_SECONDS", 2.0)
+    monkeypatch.setattr(hub_module, "STALL_SECONDS", 1.0)
+    return hub_module.limit_seconds()
+
+
+def cache_files() -> list[str]:
+    found = []
+    for root, _, files in os.walk(os.environ["HF_HOME"]):
+        found += [os.path.join(root, name) for name in files]
+    return found
+
+
+def test_a_300_mb_config_is_refused_after_the_cap_and_never_lands_on_disk(hub):
+    hub.add("org/m", {})
+    hub.hostile["org/m/config.json"] = {"huge": 300_000_000, "fill": b"{\"a\": 1, "}
+    error, seconds = refused(lambda: fetch_config("org/m"))
+    assert error.code == "config_too_large" and "2 MiB" in error.message("en") and "2 Mio" in error.message("fr")
+    # The server keeps writing until it sees the socket closed: socket buffers, not the file.
+    assert hub.sent_bytes[CONFIG] < MAX_CONFIG_BYTES + 8 * 2**20
+    assert cache_files() == [] and seconds < 10
+
+
+def test_a_huge_index_is_refused_after_its_cap_in_the_worker_not_here(hub):
+    hub.add("org/m", {"model.safetensors": b"\x02" + b"\0" * 7 + b"{}"})
+    hub.hostile["org/m/model.safetensors.index.json"] = {"huge": 64 * 2**20, "fill": b"[{},"}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    error, _ = refused(lambda: read_headers("org/m"))
+    assert error.code == "safetensors_index_too_large"
+    assert "32 MiB" in error.message("en") and "32 Mio" in error.message("fr")
+    assert hub.sent_bytes[INDEX] < MAX_INDEX_BYTES + 8 * 2**20
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 16  # MiB, this process
+
+
+def test_an_index_of_empty_objects_under_the_cap_is_refused_before_it_is_parsed(hub):
+    """30 MiB of `[{},{},...]` would parse into ~10 million dicts (about 1 GiB)."""
+    hub.add("org/m", {"model.safetensors.index.json": b"[" + b"{}," * (10 * 2**20) + b"{}]"})
+    tracemalloc.start()
+    try:
+        error, _ = refused(lambda: read_headers_here("org/m"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert error.code == "safetensors_unreadable"
+    assert peak < 2.5 * 30 * 2**20  # the bytes read (a bytearray, then bytes), not a parse
+
+
+def test_a_16_mib_header_of_empty_objects_adds_no_parse(hub):
+    body = b"{" + b"".join(b'"%07d":{},' % i for i in range(1_200_000)) + b'"x":{}}'
+    assert 12 * 2**20 < len(body) <= 16 * 2**20
+    hub.add("org/m", {"model.safetensors": len(body).to_bytes(8, "little") + body})
+    tracemalloc.start()
+    try:
+        error, _ = refused(lambda: read_headers_here("org/m"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert error.code == "safetensors_unreadable"
+    assert peak < 3 * len(body)  # parsed, it would be ~268 MiB
+
+
+@pytest.mark.parametrize("how", [{"trickle": 0.3, "huge": 10_000}, {"stall": 30}])
+def test_a_slow_or_stalled_config_is_refused_within_the_deadline(hub, short_deadline, how):
+    hub.add("org/m", {})
+    hub.hostile["org/m/config.json"] = how
+    error, seconds = refused(lambda: fetch_config("org/m"))
+    assert error.code == "hub_too_slow"
+    assert seconds <= short_deadline + 1
+    assert f"{short_deadline} s" in error.message("en") and f"{short_deadline} s" in error.message("fr")
+
+
+def test_slow_headers_are_refused_within_the_deadline(hub, short_deadline):
+    hub.add("org/m", {})
+    hub.hostile["org/m/model.safetensors.index.json"] = {"trickle": 0.3, "huge": 10_000}
+    error, seconds = refused(lambda: read_headers_here("org/m"))
+    assert error.code == "hub_too_slow" and seconds <= short_deadline + 1
+
+
+def test_a_stalled_hub_is_not_paid_again_on_the_next_question(hub, short_deadline):
+    hub.add("org/m", {})
+    hub.hostile["org/m/config.json"] = {"stall": 30}
+    first, _ = refused(lambda: seam.resolve("org/m", hub_id=True))
+    again, seconds = refused(lambda: seam.resolve("org/m", hub_id=True))
+    assert first.code == again.code == "hub_too_slow"
+    assert seconds < 0.5 and hub.requests.count(f"GET {CONFIG}") == 1
+
+
+def test_a_hub_failure_is_kept_half_a_minute_not_five(hub, monkeypatch, short_deadline):
+    hub.add("org/m", {})
+    hub.hostile["org/m/config.json"] = {"stall": 30}
+    clock = [1000.0]
+    monkeypatch.setattr(seam.time, "monotonic", lambda: clock[0])
+    refused(lambda: seam.resolve("org/m", hub_id=True))
+    del hub.hostile["org/m/config.json"]
+    hub.add("org/m", {"config.json": load_test_config("tiny-llama")})
+    clock[0] += seam.HUB_FAILURE_SECONDS + 1
+    assert seam.resolve("org/m", hub_id=True).summary.parameters > 0
+
+
+def test_a_redirect_to_another_host_is_not_followed():
+    other = FakeHub()
+    other.start()
+    try:
+        other.add("org/m", {"config.json": load_test_config("tiny-llama")})
+        hub = FakeHub()
+        hub.start()
+        os.environ["HF_ENDPOINT"], saved = hub.url, os.environ.get("HF_ENDPOINT")
+        try:
+            hub.add("org/m", {})
+            # 127.0.0.1 and localhost: the same machine, but not the Hub's host as named.
+            hub.hostile["org/m/config.json"] = {"redirect": other.url.replace("127.0.0.1", "localhost") + CONFIG}
+            error, _ = refused(lambda: fetch_config("org/m"))
+        finally:
+            os.environ["HF_ENDPOINT"] = saved or ""
+            hub.stop()
+    finally:
+        other.stop()
+    assert error.code == "hub_redirect" and "localhost" in error.message("en")
+    assert other.requests == []
+
+
+def test_a_redirect_on_the_hubs_own_host_is_followed(hub):
+    hub.add("org/renamed", {"config.json": load_test_config("tiny-llama")})
+    hub.add("org/m", {})
+    hub.hostile["org/m/config.json"] = {"redirect": "/org/renamed/resolve/main/config.json"}
+    assert fetch_config("org/m")["model_type"] == "llama"
+
+
+@pytest.mark.parametrize("url,ok", [
+    ("https://huggingface.co/org/m/resolve/main/x", True),
+    ("https://cas-bridge.xethub.hf.co/xet/abc", True),
+    ("https://cdn-lfs.huggingface.co/repos/abc", True),
+    ("http://cdn-lfs.huggingface.co/repos/abc", False),  # the official Hub's CDNs over https only
+    ("https://evilhuggingface.co/x", False),
+    ("https://huggingface.co.evil.com/x", False),
+    ("https://169.254.169.254/latest/meta-data", False),
+    ("file:///etc/passwd", False),
+])
+def test_the_official_hub_redirects_only_to_its_own_domains(url, ok):
+    assert redirect_allowed(url, hub_module.allowed_hosts("https://huggingface.co/org/m")) is ok
+
+
+def test_the_cli_says_a_huge_config_on_one_line(hub):
+    from tests.test_cli import cli
+
+    hub.add("org/m", {})
+    hub.hostile["org/m/config.json"] = {"huge": 300_000_000}
+    out = cli("estimate", "org/m", env={"HF_ENDPOINT": hub.url})
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "2 MiB" in out.stderr
