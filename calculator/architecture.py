@@ -196,12 +196,20 @@ def _attention_groups(config, kind: str, layers: int, kv_heads: int, head_dim: i
 
 def _layer_windows(config, layers: int) -> list[int | None]:
     """Each layer's sliding window (None: full attention), from layer_types when the config
-    names them (Gemma 2, Qwen 2 with max_window_layers...), else from sliding_window."""
-    window = getattr(config, "sliding_window", None)
-    window = window if isinstance(window, int) and window > 0 else None
+    names them (Gemma 2 and 3, gpt-oss, Qwen 2 with max_window_layers...), else from
+    sliding_window. A chunked-attention layer (Llama 4) attends within its chunk of
+    attention_chunk_size tokens; transformers caches it as a sliding window of that size
+    (cache_utils.get_layer_types_and_kwargs), so it keeps at most chunk - 1 tokens too."""
+    window = _positive_or_none(getattr(config, "sliding_window", None))
+    chunk = _positive_or_none(getattr(config, "attention_chunk_size", None))
     layer_types = getattr(config, "layer_types", None)
     if isinstance(layer_types, (list, tuple)) and len(layer_types) == layers:
-        return [window if "sliding" in str(kind) else None for kind in layer_types]
+        return [window if "sliding" in str(kind) else chunk if "chunked" in str(kind) else None
+                for kind in layer_types]
     if window is not None and getattr(config, "use_sliding_window", True) is not False:
         return [window] * layers
     return [None] * layers
+
+
+def _positive_or_none(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -85,6 +85,8 @@ NOT_SIZE_PATTERN = re.compile(
     r"max_period|keep_alive|tp|parallel_size|num_beams|beams|min_masks|new_tokens|tokens_per_second|"
     r"expansion|embedding_base|model_base|coefficient|ignore_index|hidden_layer)$"
     r"|token_id|_id_|^id$|_index_|^seed|^eval_|^rescale|_alpha|_beta|^(max|min)_depth$|feature_layers$"
+    # lists of layer indices or per-layer flags (Llama 4's moe_layers, no_rope_layers; Qwen3-MoE's)
+    r"|^(moe|no_rope|mlp_only)_layers$"
 )
 SIZE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("labels", re.compile(r"(^|_)(labels|classes)$")),

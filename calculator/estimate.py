@@ -23,11 +23,21 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Shipped:
+    """The checkpoint's own stored layout, when its config names a quantization format."""
+
+    format: str
+    total_bytes: int
+    quantized_parameters: int
+
+
+@dataclass(frozen=True)
 class Estimate:
     model: str
     source: str
     summary: ModelSummary
     rows: tuple[Row, ...]
+    shipped: Shipped | None = None
 
     def to_json(self) -> dict:
         s = self.summary
@@ -41,6 +51,7 @@ class Estimate:
             "active_parameters": s.active_parameters,
             "buffers_bytes": s.buffers_bytes,
             "rows": [row.__dict__ for row in self.rows],
+            "shipped": self.shipped.__dict__ if self.shipped else None,
         }
 
 
@@ -117,4 +128,16 @@ def estimate(name: str, dtypes=DEFAULT_DTYPES, model_class: str = "auto", allow_
 
 
 def estimate_model(model: Model, dtypes=DEFAULT_DTYPES) -> Estimate:
-    return Estimate(model.name, model.source, model.summary, rows_for(model.summary, dtypes))
+    return Estimate(model.name, model.source, model.summary, rows_for(model.summary, dtypes), shipped_weights(model))
+
+
+def shipped_weights(model: Model) -> Shipped | None:
+    """The weights as the checkpoint stores them (gpt-oss: experts in MXFP4; DeepSeek-V3:
+    float8 in 128x128 blocks), priced matrix by matrix; None for a plain-dtype checkpoint."""
+    from .quantization import quantize_model, shipped_format
+
+    fmt = shipped_format(model.config)
+    if fmt is None or model.spec is None or not model.summary.linears:
+        return None
+    quantized = quantize_model(model.summary, model.spec, fmt)
+    return Shipped(fmt, quantized.total_bytes, quantized.quantized_parameters)

@@ -268,7 +268,7 @@ def _linears(model) -> tuple[Linear, ...]:
 
 
 def _group_of(full: str, pname: str, param, module, head_ids: set[int], torch) -> str:
-    if _is_expert(full):
+    if _is_expert(full) and not pname.endswith("_bias"):  # gpt-oss's expert biases stay 16-bit
         return "experts"
     if isinstance(module, torch.nn.Embedding):
         return "embedding"

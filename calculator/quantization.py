@@ -23,7 +23,22 @@ Sources, one per family (each is also in the `source` of its format):
 - AWQ: Lin et al., "AWQ" (2023); packing of AutoAWQ's WQLinear_GEMM: qweight int32
   [in, out/8], qzeros int32 [groups, out/8], scales float16 [groups, out].
 - float8: Micikevicius et al., "FP8 formats for deep learning" (2022): one byte per weight in
-  E4M3, plus one float32 scale per tensor, or per 128x128 block as in DeepSeek-V3's checkpoint.
+  E4M3, plus one float32 scale per tensor, or per 128x128 block as in DeepSeek-V3's checkpoint
+  (weight_scale_inv float32 [ceil(out/128), ceil(in/128)]; transformers' FineGrainedFP8Config).
+- MXFP4: OCP Microscaling Formats (MX) v1.0: 4-bit E2M1 values in blocks of 32 along the input
+  dimension, one shared E8M0 scale byte per block: 17 bytes per 32 weights. gpt-oss ships its
+  experts so (transformers' integrations/mxfp4.py: `*_blocks` uint8 [..., in/32, 16] and
+  `*_scales` uint8 [..., in/32], the scale biased by 127), and transformers' Mxfp4 quantizer
+  converts only those experts: on a mixture of experts the format covers the experts alone,
+  attention and router staying in bfloat16; on a dense model, every linear layer.
+- NVFP4: NVIDIA's 4-bit format: E2M1 values in blocks of 16, one FP8 E4M3 scale per block
+  and one float32 scale per tensor (ModelOpt checkpoints: weight, weight_scale,
+  weight_scale_2; transformers' integrations/nvfp4.py: SF_VEC_SIZE = 16).
+- torchao weight-only (transformers' TorchAoConfig, nn.Linear only): Int8WeightOnlyConfig is
+  torchao's Int8Tensor, int8 [out, in] with one scale per output row in the model's dtype and
+  an int8 zero point; Int4WeightOnlyConfig is Int4Tensor, two weights per byte with a scale and
+  a zero point in the model's dtype per group of 128 inputs (pytorch/ao,
+  quantize_/workflows/int8/int8_tensor.py and int4/int4_tensor.py).
 """
 
 from __future__ import annotations
@@ -58,7 +73,13 @@ class QuantFormat:
 
     @property
     def quantizes_experts(self) -> bool:
-        return self.family != "bitsandbytes"  # transformers 5 converts nn.Linear only
+        # transformers 5's bitsandbytes and torchao integrations convert nn.Linear only
+        return self.family not in ("bitsandbytes", "torchao")
+
+    @property
+    def experts_only_on_moe(self) -> bool:
+        """MXFP4 on a mixture of experts covers the experts alone (gpt-oss's checkpoints)."""
+        return self.key == "mxfp4"
 
     @property
     def quantizes_head(self) -> bool:
@@ -69,6 +90,10 @@ FORMATS: tuple[QuantFormat, ...] = (
     QuantFormat("bfloat16", "bf16", 16, "2 bytes per weight"),
     QuantFormat("fp8-tensor", "float8", 8, "Micikevicius et al. 2022 (E4M3); one float32 scale per tensor"),
     QuantFormat("fp8-block128", "float8", 8, "DeepSeek-V3 checkpoint: float32 scale per 128x128 block"),
+    QuantFormat("mxfp4", "microscaling", 4, "OCP MX v1.0: E2M1 in blocks of 32 + one E8M0 scale byte (gpt-oss)"),
+    QuantFormat("nvfp4", "microscaling", 4, "NVIDIA NVFP4: E2M1 in blocks of 16 + one FP8 E4M3 scale, float32 per tensor"),
+    QuantFormat("torchao-int8", "torchao", 8, "torchao Int8WeightOnlyConfig: int8, 16-bit scale + int8 zero per row"),
+    QuantFormat("torchao-int4", "torchao", 4, "torchao Int4WeightOnlyConfig: int4, 16-bit scale + zero per 128 inputs"),
     QuantFormat("bnb-int8", "bitsandbytes", 8, "Dettmers et al. 2022, LLM.int8(): int8 rows + float32 row scale"),
     QuantFormat("bnb-nf4", "bitsandbytes", 4, "Dettmers et al. 2023, QLoRA: NF4, float32 absmax per 64 weights"),
     QuantFormat("bnb-nf4-dq", "bitsandbytes", 4, "QLoRA double quantization: 8-bit absmax, float32 per 256 blocks"),
@@ -171,6 +196,30 @@ def fp8_bytes(in_f: int, out_f: int, block: int | None) -> int:
     return in_f * out_f + 4 * math.ceil(in_f / block) * math.ceil(out_f / block)
 
 
+def mxfp4_bytes(in_f: int, out_f: int) -> int:
+    """Each row's inputs in blocks of 32: 16 bytes of E2M1 pairs and one E8M0 scale byte."""
+    blocks = math.ceil(in_f / 32)
+    return out_f * (16 * blocks + blocks)
+
+
+def nvfp4_bytes(in_f: int, out_f: int) -> int:
+    """Each row's inputs in blocks of 16: 8 bytes of E2M1 pairs and one FP8 E4M3 scale; and
+    one float32 scale for the whole tensor."""
+    blocks = math.ceil(in_f / 16)
+    return out_f * (8 * blocks + blocks) + 4
+
+
+def torchao_int8_bytes(in_f: int, out_f: int, scale_bytes: int = 2) -> int:
+    """Int8Tensor: one byte per weight, per output row a scale (the model's dtype) and an int8 zero."""
+    return in_f * out_f + out_f * (scale_bytes + 1)
+
+
+def torchao_int4_bytes(in_f: int, out_f: int, group_size: int = DEFAULT_GROUP_SIZE, scale_bytes: int = 2) -> int:
+    """Int4Tensor: two weights per byte, per group of inputs and output row a scale and a zero
+    point in the model's dtype."""
+    return out_f * math.ceil(in_f / 2) + 2 * scale_bytes * math.ceil(in_f / group_size) * out_f
+
+
 def matrix_bytes(fmt: QuantFormat, in_f: int, out_f: int, group_size: int = DEFAULT_GROUP_SIZE) -> int:
     """Bytes of one in x out weight matrix stored in `fmt` (biases are counted apart)."""
     if fmt.family == "bf16":
@@ -179,6 +228,14 @@ def matrix_bytes(fmt: QuantFormat, in_f: int, out_f: int, group_size: int = DEFA
         return fp8_bytes(in_f, out_f, None)
     if fmt.key == "fp8-block128":
         return fp8_bytes(in_f, out_f, 128)
+    if fmt.key == "mxfp4":
+        return mxfp4_bytes(in_f, out_f)
+    if fmt.key == "nvfp4":
+        return nvfp4_bytes(in_f, out_f)
+    if fmt.key == "torchao-int8":
+        return torchao_int8_bytes(in_f, out_f)
+    if fmt.key == "torchao-int4":
+        return torchao_int4_bytes(in_f, out_f, group_size)
     if fmt.key == "bnb-int8":
         return bnb_int8_bytes(in_f, out_f)
     if fmt.family == "bitsandbytes":
@@ -264,7 +321,7 @@ def _quantized_by(fmt: QuantFormat, matrix: Linear, spec: ArchSpec) -> bool:
         return fmt.quantizes_experts
     if matrix.kind == "head":
         return fmt.quantizes_head
-    return True
+    return not (fmt.experts_only_on_moe and spec.experts)
 
 
 def gguf_head_type(block_type: str, summary: ModelSummary, spec: ArchSpec) -> str:
@@ -335,3 +392,31 @@ def ladder(summary: ModelSummary) -> list[tuple[str, int, float]]:
     4 bits divides the weights by 8."""
     full = summary.total_bytes_at("float32")
     return [(dtype, summary.total_bytes_at(dtype), full / summary.total_bytes_at(dtype)) for dtype in LADDER]
+
+
+# What a checkpoint ships in -------------------------------------------------------------
+
+def shipped_format(config: dict | None) -> str | None:
+    """The format key a checkpoint's weights are stored in, from its quantization_config (the
+    keys transformers 5 reads: quant_method, weight_block_size, bits, load_in_4bit...), or
+    None for a checkpoint in a plain dtype or a layout not priced here."""
+    quant = (config or {}).get("quantization_config")
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method") or "").lower()
+    if method == "mxfp4":
+        return "mxfp4"
+    if method == "fp8":
+        return "fp8-block128" if quant.get("weight_block_size") in ([128, 128], (128, 128)) else "fp8-tensor"
+    if method in ("gptq", "awq") and quant.get("bits") == 4:
+        return f"{method}-4bit"
+    if method == "modelopt" and str(quant.get("quant_algo") or "").upper() == "NVFP4":
+        return "nvfp4"
+    if method == "bitsandbytes":
+        if quant.get("load_in_8bit"):
+            return "bnb-int8"
+        if quant.get("load_in_4bit"):
+            if str(quant.get("bnb_4bit_quant_type") or "fp4") == "fp4":
+                return "bnb-fp4"
+            return "bnb-nf4-dq" if quant.get("bnb_4bit_use_double_quant") else "bnb-nf4"
+    return None

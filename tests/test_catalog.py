@@ -77,7 +77,9 @@ def test_lookup_by_short_name_hub_id_and_repo_name():
     assert catalog.find("meta-llama/Llama-2-7b-hf").key == "llama-2-7b"
     assert catalog.find("MISTRAL-7B-V0.1").key == "mistral-7b-v0.1"
     assert catalog.find("no-such-model") is None
-    assert [e.key for e in catalog.search("mixture of experts")] == ["deepseek-v2-lite", "qwen3-30b-a3b", "mixtral-8x7b-v0.1", "deepseek-v3"]
+    assert [e.key for e in catalog.search("mixture of experts")] == [
+        "deepseek-v2-lite", "qwen3-30b-a3b", "mixtral-8x7b-v0.1", "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b",
+        "qwen3-235b-a22b", "llama-4-scout", "llama-4-maverick"]
 
 
 def test_stored_results_are_not_stale():

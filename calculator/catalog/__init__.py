@@ -29,6 +29,7 @@ class CatalogEntry:
     attention: str
     tags: tuple[str, ...] = ()
     note: str = ""
+    source: str = ""  # where the stored config.json was published
 
     @property
     def config_path(self) -> Path:
@@ -41,7 +42,7 @@ def entries() -> tuple[CatalogEntry, ...]:
         table = tomllib.load(handle)
     return tuple(
         CatalogEntry(key=key, id=row["id"], kind=row["kind"], attention=row["attention"],
-                     tags=tuple(row.get("tags", ())), note=row.get("note", ""))
+                     tags=tuple(row.get("tags", ())), note=row.get("note", ""), source=row.get("source", ""))
         for key, row in table.items()
     )
 

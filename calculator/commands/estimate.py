@@ -51,6 +51,10 @@ def run(args) -> int:
              size(r.rule_of_thumb_bytes)] + ([verdict] if card else [])
             for r, reading, verdict in zip(result.rows, readings, verdicts)]
     print(render_table(headers, rows))
+    if result.shipped:
+        print(f"As shipped: {size(result.shipped.total_bytes)} ({result.shipped.format} for "
+              f"{format_count(result.shipped.quantized_parameters)} parameters, the others in 16 bits; "
+              f"python -m calculator quantize prices every format).")
     if card:
         print(f"{card.name}: usable {size(budget.usable_bytes)} (PyTorch's total {size(card.total_bytes)} less the "
               f"CUDA context {size(card.context_bytes)}), headroom kept {size(budget.headroom_bytes)}. fits: the "

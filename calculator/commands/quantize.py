@@ -21,8 +21,9 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
+    from ..format_support import support_of
     from ..inference import check_sizes
-    from ..quantization import quant_format, quantize_all
+    from ..quantization import quant_format, quantize_all, shipped_format
     from ..verdicts import formats_answer
 
     formats = [quant_format(name) for name in args.formats]
@@ -34,10 +35,13 @@ def run(args) -> int:
         if card is not None else None
     results = answer.detail if answer else quantize_all(model.summary, model.spec, args.group_size, formats)
     peaks = {row["format"]: row for row in answer.figures["formats"]} if answer else {}
+    shipped = shipped_format(model.config)
     if args.json:
         data = {"model": model.name, "parameters": model.summary.parameters, "group_size": args.group_size,
+                "shipped": shipped,
                 "gpu": card.key if card else None, "gpu_memory_bytes": card.memory_bytes if card else None,
-                "rows": [{**r.to_json(), **(_verdict_json(peaks[r.format]) if card else {})} for r in results]}
+                "rows": [{**r.to_json(), **_loaders(support_of(r.format)),
+                          **(_verdict_json(peaks[r.format]) if card else {})} for r in results]}
         if answer:
             data.update(batch=args.batch, prompt=args.prompt, new_tokens=args.new_tokens,
                         usable_bytes=answer.figures["usable_bytes"], headroom_bytes=answer.figures["headroom_bytes"],
@@ -47,23 +51,44 @@ def run(args) -> int:
         return 0
     print(f"Model: {model.name}   parameters: {format_count(model.summary.parameters)}   GPTQ/AWQ group: {args.group_size}"
           + (f"   GPU: {card.name} (usable {format_bytes(answer.figures['usable_bytes'])})" if card else ""))
-    headers = ["format", "bits/quantized weight", "quantized", "kept (16/32-bit)", "total", "bits/param"]
+    headers = ["format", "bits/quantized weight", "quantized", "kept (16/32-bit)", "total", "bits/param",
+               "transformers 5", "engines"]
     headers += ["inference peak", "fits"] if card else []
     rows = [[r.format, f"{r.bits_per_quantized_weight:.3f}" if r.quantized_parameters else "-",
              format_bytes(r.quantized_bytes), format_bytes(r.kept_bytes + r.buffers_bytes), format_bytes(r.total_bytes),
-             f"{r.bits_per_parameter:.3f}"]
+             f"{r.bits_per_parameter:.3f}", _transformers_cell(support_of(r.format)),
+             ", ".join(support_of(r.format).engines) or "-"]
             + ([format_bytes(peaks[r.format]["peak_bytes"]), VERDICT_MARKS[peaks[r.format]["verdict"]]] if card else [])
             for r in results]
     print(render_table(headers, rows))
+    if shipped:
+        print(f"The checkpoint ships in {shipped}.")
     if card:
         print(f"Inference peak: batch {args.batch}, prompt {args.prompt} + {args.new_tokens} new tokens "
               f"(a model that does not generate: one forward over the prompt). "
               f"Headroom kept: {format_bytes(answer.figures['headroom_bytes'])}.")
-    print("Units: GiB = 2^30 bytes. Weights only: leave room for the KV cache and activations." if not card
-          else "Units: GiB = 2^30 bytes.")
+    print(("Units: GiB = 2^30 bytes. Weights only: leave room for the KV cache and activations." if not card
+           else "Units: GiB = 2^30 bytes.")
+          + " transformers 5: the config class that loads the format; cc8.9 / gpt-oss, cc7.5: kept as stored from "
+          "that compute capability, dequantized to bfloat16 below; on load only: quantizes a 16-bit checkpoint, "
+          "cannot load a stored one.")
     return 0
 
 
 def _verdict_json(row: dict) -> dict:
     return {"peak_bytes": row["peak_bytes"], "reserved_bytes": row["reserved_bytes"], "verdict": row["verdict"],
             "fits": row["verdict"] == "fits"}
+
+
+# What `native` means for the transformers column (calculator/format_support.py).
+_CONDITIONS = {"always": "", "cc89": " (cc8.9)", "gpt_oss_cc75": " (gpt-oss, cc7.5)",
+               "never_prequantized": " (on load only)", "gguf_kernel": " (where it has a kernel)"}
+
+
+def _transformers_cell(support) -> str:
+    return (support.transformers + _CONDITIONS[support.native]) if support.transformers else "yes"
+
+
+def _loaders(support) -> dict:
+    return {"transformers": support.transformers or None, "transformers_native": support.native,
+            "engines": list(support.engines)}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES
+from calculator.format_support import support_of
+from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES, shipped_format
 from calculator.verdicts import formats_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
@@ -15,7 +16,7 @@ from guide.widgets.common import case_inputs
 
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 FAMILY_COLOURS = {"bf16": "#9aa5b1", "float8": "#8c564b", "bitsandbytes": "#3366cc", "gptq": "#2ca02c",
-                  "awq": "#98df8a", "gguf": "#ff7f0e"}
+                  "awq": "#98df8a", "gguf": "#ff7f0e", "microscaling": "#9467bd", "torchao": "#e377c2"}
 
 
 def answer_for(inputs, group: int):
@@ -46,6 +47,7 @@ def render(ctx: Context) -> None:
             ctx.t("quantization.col_peak"): format_bytes(peaks[r.format]["peak_bytes"], lang),
             ctx.t("quantization.col_fits"): MARKS[verdicts[r.format]],
             ctx.t("quantization.col_source"): layout_source(ctx, r.format, r.family),
+            ctx.t("quantization.col_loader"): loader_text(ctx, r.format),
         })
     st.dataframe(rows, hide_index=True)
     fig = go.Figure(go.Bar(x=[r.format for r in results], y=[r.total_bytes / GIB for r in results],
@@ -71,6 +73,12 @@ def render(ctx: Context) -> None:
                    share=format_number(100 * bnb.kept_bytes / bnb.total_bytes, 0, lang))]
     if model.summary.groups.get("experts") and model.spec.experts:
         notes.append(ctx.t("quantization.experts_note"))
+        notes.append(ctx.t("quantization.experts_torchao_note"))
+    shipped = shipped_format(model.config)
+    if shipped:
+        stored = next((r for r in results if r.format == shipped), None)
+        if stored is not None:
+            notes.append(ctx.t("quantization.shipped_note", format=shipped, size=format_bytes(stored.total_bytes, lang)))
     if gguf.fallback_parameters:
         notes.append(ctx.t("quantization.fallback_note", share=format_number(
             100 * gguf.fallback_parameters / gguf.quantized_parameters, 0, lang)))
@@ -85,6 +93,17 @@ def layout_source(ctx: Context, name: str, family: str) -> str:
         weights, size = GGUF_BLOCKS[name]
         return ctx.t("quantization.source.gguf", block=f"block_{name.lower()}", bytes=size, weights=weights)
     return ctx.t(f"quantization.source.{name}")
+
+
+def loader_text(ctx: Context, name: str) -> str:
+    """Who loads a format, in the reader's language (calculator/format_support.py's facts)."""
+    support = support_of(name)
+    engines = ", ".join(support.engines)
+    if support.native == "always" and not support.transformers:
+        return ctx.t("quantization.loader.plain", engines=engines)
+    if support.native == "always" and not engines:
+        return ctx.t("quantization.loader.only", cls=support.transformers)
+    return ctx.t(f"quantization.loader.{support.native}", cls=support.transformers, engines=engines)
 
 
 WIDGET = Widget(
