@@ -70,6 +70,7 @@ FAMILIES: dict[str, Family] = {
     "gpt_bigcode": Family(norm="layer", positions="learned", fused_qkv=True, gated_mlp=False),
     "opt": Family(**_LEARNED_LAYER),
     "bart": Family(**_LEARNED_LAYER),
+    "whisper": Family(**_LEARNED_LAYER),  # BART's layout; the encoder reads audio frames (1,500 per 30 s)
     "gpt_neox": Family(norm="layer", fused_qkv=True, gated_mlp=False),
     "falcon": Family(norm="layer", fused_qkv=True, gated_mlp=False),
     "phi": Family(norm="layer", gated_mlp=False),
