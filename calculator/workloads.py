@@ -104,7 +104,10 @@ def shape(spec: ArchSpec, workload: str, *, prompt: int = 1024, new_tokens: int 
     if workload == "seq2seq":
         return Shape(workload, "generate", SEQ2SEQ_START_TOKENS, new_tokens, encoder or prompt)
     if workload == "speech":
-        return Shape(workload, "generate", SPEECH_START_TOKENS, new_tokens, spec.encoder_tokens or 1500)
+        window = spec.encoder_tokens or 1500
+        if encoder not in (None, window):  # Whisper pads or cuts every input to its 30 s window
+            raise CalculatorError("speech_window", frames=window, value=str(encoder)[:30])
+        return Shape(workload, "generate", SPEECH_START_TOKENS, new_tokens, window)
     if workload == "vision":
         return Shape(workload, "forward", spec.encoder_tokens or sequence, 0)
     return Shape("forward", "forward", sequence, 0)
