@@ -23,12 +23,17 @@ from calculator.model import Model
 from calculator.precision import DTYPES, normalize_dtype
 from calculator.quantization import is_format
 from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS
+from calculator.workloads import WORKLOADS, workload_for
 
+MAX_ITEMS = 999_999_999  # items a job processes (sequences, images, 30 s windows, prompts)
 # Every name the case may take in a URL, in the order the bar shows them.
 CASE_PARAMS = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequence", "method", "precision",
-               "optimizer", "checkpointing")
-WHOLE_NUMBERS = {"batch": MAX_BATCH, "prompt": MAX_TOKENS, "new_tokens": MAX_TOKENS, "sequence": MAX_TOKENS}
-CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING}
+               "optimizer", "checkpointing", "workload", "items")
+WHOLE_NUMBERS = {"batch": MAX_BATCH, "prompt": MAX_TOKENS, "new_tokens": MAX_TOKENS, "sequence": MAX_TOKENS,
+                 "items": MAX_ITEMS}
+# workload "auto": the one the model's architecture implies (calculator/workloads.py)
+CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING,
+           "workload": ("auto", *WORKLOADS)}
 MAX_DIGITS = 9  # a whole number in a link: 999,999,999 at most (Streamlit's widgets take 53 bits)
 MAX_MODEL_NAME = 200
 
@@ -48,6 +53,8 @@ class Case:
     precision: str = "mixed"
     optimizer: str = "adamw"
     checkpointing: str = "full"
+    workload: str = "auto"
+    items: int = 100_000
 
     def value(self, name: str):
         return getattr(self, name)
@@ -87,6 +94,12 @@ class ResolvedCase:
         if name in CASE_PARAMS and name not in ("model", "gpu"):
             return getattr(self.case, name)
         raise AttributeError(name)
+
+    @property
+    def work(self) -> str:
+        """The workload the calculators run: the one asked when the model runs it, else the
+        model's own (a case set for a decoder keeps working when the reader picks Whisper)."""
+        return workload_for(self.model.spec, None if self.case.workload == "auto" else self.case.workload)
 
 
 def read_case(query: dict[str, list[str]], defaults: Case) -> tuple[Case, tuple[Refused, ...], tuple[str, ...]]:

@@ -81,8 +81,8 @@ def _input(name: str, value, lang: str) -> None:
     elif name == "dtype":
         st.selectbox(label, dtype_choices(), **common)
     elif name in WHOLE_NUMBERS:
-        st.number_input(label, min_value=1, max_value=WHOLE_NUMBERS[name], step=1 if name == "batch" else 128,
-                        **common)
+        step = {"batch": 1, "items": 1000}.get(name, 128)
+        st.number_input(label, min_value=1, max_value=WHOLE_NUMBERS[name], step=step, **common)
     elif name in CHOICES:
         st.selectbox(label, list(CHOICES[name]), format_func=lambda v, n=name: t(f"case.{n}_{v}"), **common)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.budget import Budget
-from calculator.inference import can_generate, largest_batch
+from calculator.inference import largest_batch
 from calculator.speed import NETWORKS_GBS, data_parallel_inference, data_parallel_training, generation
 from guide.charts import base_layout
 from guide.format import format_number
@@ -46,13 +48,14 @@ def render(ctx: Context) -> None:
         detail = ctx.t("data_parallel.training_detail", comm=format_number(total.communication_seconds * 1000, 1, ctx.lang),
                        compute=format_number(total.compute_seconds * 1000, 1, ctx.lang))
     else:
-        mode = {} if can_generate(model.spec) else {"mode": "forward"}
-        batch = max(1, min(largest_batch(model.summary, model.spec, Budget(gpu), tokens, dtype=inputs.dtype, **mode),
-                           256))
-        run = generation(model.summary, model.spec, gpu, inputs.dtype, batch, tokens, 1)
         labels = counts + [per_node * n for n in sorted({1, 2, 4, nodes})][1:]
-        times = [data_parallel_inference(run, samples, k) for k in labels]
-        single, final = times[0], data_parallel_inference(run, samples, per_node * nodes)
+        if inputs.work == "generation":
+            batch = max(1, min(largest_batch(model.summary, model.spec, Budget(gpu), tokens, dtype=inputs.dtype), 256))
+            run = generation(model.summary, model.spec, gpu, inputs.dtype, batch, tokens, 1)
+            times = [data_parallel_inference(run, samples, k) for k in labels]
+            single, final = times[0], data_parallel_inference(run, samples, per_node * nodes)
+        else:  # the case's workload: a forward pass, an encoder-decoder's answer, a 30 s window, an image
+            batch, times, single, final = _workload_times(model, gpu, inputs, tokens, samples, labels, per_node * nodes)
         detail = ctx.t("data_parallel.inference_detail", batch=batch)
     k = per_node * nodes
     m1, m2, m3 = st.columns(3)
@@ -66,6 +69,20 @@ def render(ctx: Context) -> None:
     base_layout(fig, ctx.t("data_parallel.x_axis"), ctx.t("data_parallel.speedup"), ctx.lang, height=320)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="dp_chart")
     share_box(ctx)
+
+
+def _workload_times(model, gpu, inputs, tokens: int, samples: int, labels: list[int], k: int):
+    """(batch, time per GPU count, one GPU, k GPUs) for a workload other than generation: no
+    communication, so the items divide over the GPUs (calculator/workload_speed.py)."""
+    from calculator.workload_speed import workload_speed
+    from calculator.workloads import shape
+
+    work = shape(model.spec, inputs.work, prompt=tokens, new_tokens=inputs.new_tokens, sequence=tokens)
+    batch = max(1, min(largest_batch(model.summary, model.spec, Budget(gpu), dtype=inputs.dtype,
+                                     **work.memory_lengths), 256))
+    run = workload_speed(model.summary, model.spec, gpu, inputs.dtype, batch, work)
+    times = [run.seconds_for(math.ceil(samples / n)) for n in labels]
+    return batch, times, times[0], run.seconds_for(math.ceil(samples / k))
 
 
 WIDGET = Widget(
