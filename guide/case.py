@@ -89,6 +89,7 @@ class ResolvedCase:
     upload_name: str = ""  # an uploaded config.json is the model (it cannot travel in a link)
     present: tuple[str, ...] = field(default_factory=tuple)  # the case names the URL sets
     headers_model: Model | None = None  # a checkpoint only its safetensors headers could count
+    fields: tuple[str, ...] = ()  # the case names the chapter's bar shows
 
     def __getattr__(self, name):  # case values read as attributes: resolved.batch, resolved.dtype
         if name in CASE_PARAMS and name not in ("model", "gpu"):
@@ -164,6 +165,21 @@ def whole_number(text: str, high: int) -> int:
 def url_text(name: str, value) -> str:
     """How a case value is written in a URL: catalog names and GPU keys as they are."""
     return str(value)
+
+
+def pinned_pairs(resolved: ResolvedCase | None, query: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """The case as a link a reader copies writes it: every value of the chapter's case
+    explicitly, defaults included (the workload as the calculators run it), so the link means
+    the same when a default changes; then the other case names the URL carries, as they are."""
+    pinned = []
+    fields = resolved.fields if resolved is not None else ()
+    for name in CASE_PARAMS:
+        if name in fields:
+            value = resolved.work if name == "workload" else resolved.case.value(name)
+            pinned.append((name, url_text(name, value)))
+        else:
+            pinned += [(name, str(value)) for value in query.get(name) or []]
+    return pinned
 
 
 def gpu_keys() -> list[str]:
