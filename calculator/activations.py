@@ -302,7 +302,7 @@ def _encoder(run: _Run, tokens: int, cache: int) -> tuple[list[Phase], int]:
     held = {"encoder_embeddings": n * h * a}
     if layout.positions == "relative":
         held["position_bias"] = heads * tokens * tokens * a
-    elif layout.positions == "learned":
+    elif layout.positions == "learned" and not layout.post_norm:  # BERT sums them into its embeddings
         held["position_embeddings"] = tokens * h * a
     layers = spec.encoder_layers or spec.layers
     held["layer_input"] = n * h * a if layers > 1 or layout.positions == "learned" else 0
@@ -310,15 +310,19 @@ def _encoder(run: _Run, tokens: int, cache: int) -> tuple[list[Phase], int]:
     attention = _attention_parts(run, n, tokens, tokens, masked=bias, bias=bias, keys_held=True)
     kept = {"attention_probabilities": _kept_probabilities(run, tokens, tokens)}
     mlp_name, mlp = _mlp_peak(run, n)
+    normed = 0 if layout.post_norm else n * h * a  # post-norm: no normalised copy of the input
     phases = [
-        Phase("encoder_attention", cache, run.parts(**held, normed=n * h * a, **attention)),
+        Phase("encoder_attention", cache, run.parts(**held, normed=normed, **attention)),
         *_bucket_phase(run, "encoder_position_buckets", cache, {"encoder_embeddings": n * h * a},
                        n, tokens, tokens, keys_held=True, kind="bidirectional"),
-        Phase("encoder_" + mlp_name, cache, run.parts(**held, residual=n * h * a, normed=n * h * a, **kept,
+        Phase("encoder_" + mlp_name, cache, run.parts(**held, residual=n * h * a, normed=normed, **kept,
                                                         **{mlp_name: mlp})),
     ]
     if spec.kind == "encoder" and spec.vocab and spec.head == "lm" and not run.generate:  # a masked-LM head
-        phases.append(Phase("head", cache, run.parts(last_hidden=n * h * a, logits=n * spec.vocab * a)))
+        # BERT's MLM head transforms the hidden states (dense, activation, norm) before its decoder
+        transform = n * h * a if layout.post_norm else 0
+        phases.append(Phase("head", cache, run.parts(last_hidden=n * h * a, head_transform=transform,
+                                                     logits=n * spec.vocab * a)))
     return phases, n * h * a
 
 

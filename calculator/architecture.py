@@ -67,6 +67,10 @@ class ArchSpec:
     # causal, masked or sequence-to-sequence), "classifier" (a few labels per sequence, token or
     # image) or "none" (the bare model: a decoder named so is still generated with an LM head).
     head: str = "lm"
+    # Positions the encoder sees per item when its input has a fixed size: Whisper's 1,500
+    # frames of a 30 s window (max_source_positions), a vision model's patches and class
+    # token ((image_size / patch_size)^2 + 1). 0: the input's length is the reader's.
+    encoder_tokens: int = 0
 
     @property
     def has_kv_cache(self) -> bool:
@@ -138,7 +142,7 @@ def spec_from_config(config) -> ArchSpec:
         expert_intermediate=_int(text, "moe_intermediate_size", default=intermediate) if experts else 0,
         shared_expert_intermediate=(_int(text, "shared_expert_intermediate_size")
                                     or _int(text, "n_shared_experts") * _int(text, "moe_intermediate_size")) if experts else 0,
-        max_positions=_int(text, "max_position_embeddings", "n_positions", "max_seq_len"),
+        max_positions=_int(text, "max_position_embeddings", "n_positions", "max_seq_len", "max_target_positions"),
         attention=groups,
         mla_expanded_dim=expanded,
         model_type=model_type,
@@ -146,7 +150,21 @@ def spec_from_config(config) -> ArchSpec:
         sdpa=_supports_sdpa(model_type),
         logit_softcap=bool(getattr(text, "final_logit_softcapping", None)),
         head=head_of(getattr(config, "architectures", None)),
+        encoder_tokens=_fixed_encoder_tokens(config, kind),
     )
+
+
+def _fixed_encoder_tokens(config, kind: str) -> int:
+    """The encoder's length when the input fixes it: audio frames after Whisper's strided
+    convolution (max_source_positions), or a square image's patches plus the class token."""
+    if kind == "encoder-decoder":
+        return _int(config, "max_source_positions")
+    if kind == "vision":
+        vision = getattr(config, "vision_config", None) or config
+        image, patch = _int(vision, "image_size"), _int(vision, "patch_size")
+        if image and patch and not isinstance(getattr(vision, "image_size", None), (list, tuple)):
+            return (image // patch) ** 2 + 1
+    return 0
 
 
 LM_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM", "ForPreTraining")

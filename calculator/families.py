@@ -37,6 +37,8 @@ class Family:
     gated_mlp: False for families whose MLP is never gated; None: gated after a GATED_ACTIVATIONS.
     t5_feed_forward: the activation and its gating come from `feed_forward_proj` /
       `dense_act_fn` / `is_gated_act`, and the feed-forward drops out its inner activations.
+    post_norm: the encoder normalises after the residual sum (BERT, RoBERTa): the attention
+      reads the layer's input itself, the MLP the attention's (normalised) output.
     """
 
     kind: str = "decoder"
@@ -47,6 +49,7 @@ class Family:
     float32_softmax: bool = True
     gated_mlp: bool | None = None
     t5_feed_forward: bool = False
+    post_norm: bool = False  # BERT's layout: LayerNorm after each residual sum, so no normed copy of the input
 
     @property
     def generates(self) -> bool:
@@ -55,7 +58,7 @@ class Family:
 
 
 _LEARNED_LAYER = dict(norm="layer", positions="learned", gated_mlp=False)
-_ENCODER = dict(kind="encoder", **_LEARNED_LAYER)
+_ENCODER = dict(kind="encoder", post_norm=True, **_LEARNED_LAYER)
 _VISION = dict(kind="vision", **_LEARNED_LAYER)
 _T5 = dict(positions="relative", float32_softmax=False, t5_feed_forward=True)
 
@@ -70,6 +73,7 @@ FAMILIES: dict[str, Family] = {
     "gpt_bigcode": Family(norm="layer", positions="learned", fused_qkv=True, gated_mlp=False),
     "opt": Family(**_LEARNED_LAYER),
     "bart": Family(**_LEARNED_LAYER),
+    "whisper": Family(**_LEARNED_LAYER),  # BART's layout; the encoder reads audio frames (1,500 per 30 s)
     "gpt_neox": Family(norm="layer", fused_qkv=True, gated_mlp=False),
     "falcon": Family(norm="layer", fused_qkv=True, gated_mlp=False),
     "phi": Family(norm="layer", gated_mlp=False),

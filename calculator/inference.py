@@ -62,6 +62,7 @@ class InferenceMemory:
     compute_dtype: str = ""  # what activations (and, for bitsandbytes, its matmuls) compute in
     quantized_matmul_bytes: int = 0  # transients of running a quantized matrix (in the peak)
     rounding_bytes: int = 0  # what the caching allocator adds to the weights and the cache
+    encoder_tokens: int = 0  # an encoder-decoder's input when set apart from the decoder's prompt
 
     @property
     def steady_bytes(self) -> int:
@@ -98,6 +99,19 @@ def check_positions(spec: ArchSpec, tokens: int) -> int:
     """Refuse a sequence longer than the positions the model was built for."""
     if spec.max_positions and tokens > spec.max_positions:
         raise CalculatorError("context_too_long", tokens=tokens, limit=spec.max_positions)
+    return tokens
+
+
+def check_encoder_tokens(spec: ArchSpec, tokens: int | None) -> int | None:
+    """An encoder-decoder's input length: whole, positive, within the encoder's positions."""
+    if tokens is None:
+        return None
+    if spec.kind != "encoder-decoder":
+        raise CalculatorError("encoder_needs_encoder_decoder", model_type=spec.model_type or spec.kind)
+    check_sizes(1, tokens)
+    limit = spec.encoder_tokens or spec.max_positions
+    if limit and tokens > limit:
+        raise CalculatorError("context_too_long", tokens=tokens, limit=limit)
     return tokens
 
 
@@ -171,9 +185,14 @@ def activation_peak_bytes(spec: ArchSpec, batch: int, tokens: int, dtype: str = 
     return _activation(spec, batch, tokens, dtype, attention, mode, kv_dtype)[0]
 
 
-def _activation(spec, batch, tokens, dtype, attention, mode, kv_dtype) -> tuple[int, Phase]:
-    phase = peak_phase(spec, batch, tokens, dtype, attention, mode, kv_dtype)
-    cache = kv_cache_bytes(spec, batch, tokens, kv_dtype_for(dtype, kv_dtype)) if mode != "forward" else 0
+def _activation(spec, batch, tokens, dtype, attention, mode, kv_dtype, encoder_tokens=None) -> tuple[int, Phase]:
+    """With encoder_tokens (an encoder-decoder): the encoder reads those, the decoder `tokens`."""
+    if encoder_tokens is None:
+        phase = peak_phase(spec, batch, tokens, dtype, attention, mode, kv_dtype)
+    else:
+        phase = peak_phase(spec, batch, encoder_tokens, dtype, attention, mode, kv_dtype, decoder_tokens=tokens)
+    cache = kv_cache_bytes(spec, batch, tokens, kv_dtype_for(dtype, kv_dtype),
+                           encoder_tokens=encoder_tokens) if mode != "forward" else 0
     return max(phase.total_bytes - cache, 0), phase
 
 
@@ -207,12 +226,16 @@ def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context:
                      dtype: str = "bfloat16", kv_dtype: str | None = None, attention: str = "sdpa",
                      mode: str | None = None, kv_layout: str = "transformers", *, prompt: int | None = None,
                      new_tokens: int = 0, cache: str = "dynamic", bnb_compute_dtype: str = "float32",
-                     group_size: int = 128) -> InferenceMemory:
+                     group_size: int = 128, encoder_tokens: int | None = None) -> InferenceMemory:
     """Peak memory of running `batch` sequences. With `prompt` and `new_tokens`: a prompt of
     that length, then that many generated tokens (the cache grows to prompt + new_tokens).
     With `context` alone: the worst case of a generation, a prompt as long as the whole context.
     dtype: a storage dtype or a quantization format (bnb-int8, bnb-nf4, gptq-4bit...);
-    bnb_compute_dtype: bitsandbytes' 4-bit compute dtype (transformers' default: float32)."""
+    bnb_compute_dtype: bitsandbytes' 4-bit compute dtype (transformers' default: float32).
+    encoder_tokens: an encoder-decoder's input length (workloads.py: seq2seq, speech); the
+    prompt is then the decoder's, and the cache holds the decoder's own keys and values for
+    prompt + new_tokens and each decoder layer's cross-attention keys and values over the
+    encoder's tokens. Without it, the prompt is both (the encoder's input and a decoder as long)."""
     mode = mode or default_mode(spec)
     check_choices(attention, mode, spec, cache)
     if prompt is None:
@@ -222,23 +245,28 @@ def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context:
         raise CalculatorError("bad_size", name="new tokens", value=str(new_tokens)[:30], high=MAX_TOKENS)
     batch, prompt = check_sizes(batch, prompt)
     context = check_positions(spec, check_sizes(batch, prompt + new_tokens)[1])
+    encoder_tokens = check_encoder_tokens(spec, encoder_tokens)
     weights, storage = weights_of(summary, spec, dtype, group_size)
     act_dtype = compute_dtype(dtype)
     cache_dtype = kv_dtype_for(dtype, kv_dtype)
     used = attention if spec.sdpa else "eager"
-    kv = kv_cache_bytes(spec, batch, context, cache_dtype, layout=kv_layout) if mode != "forward" else 0
-    prefill_activation, phase = _activation(spec, batch, prompt, act_dtype, attention, mode, cache_dtype)
-    prompt_cache = kv_cache_bytes(spec, batch, prompt, cache_dtype, layout=kv_layout) if mode != "forward" else 0
+    enc = {"encoder_tokens": encoder_tokens}
+    kv = kv_cache_bytes(spec, batch, context, cache_dtype, layout=kv_layout, **enc) if mode != "forward" else 0
+    prefill_activation, phase = _activation(spec, batch, prompt, act_dtype, attention, mode, cache_dtype,
+                                            encoder_tokens)
+    prompt_cache = kv_cache_bytes(spec, batch, prompt, cache_dtype, layout=kv_layout, **enc) \
+        if mode != "forward" else 0
     if cache == "static" and mode == "generate":
         prompt_cache = kv  # allocated in full when generate() starts
-    matmul = _quantized_transient(summary, spec, storage, batch * prompt, bnb_compute_dtype, act_dtype)
+    matmul = _quantized_transient(summary, spec, storage, batch * (encoder_tokens or prompt), bnb_compute_dtype,
+                                  act_dtype)
     moments = {phase.name: prompt_cache + prefill_activation + matmul}
     if mode == "generate" and new_tokens:
         step = _decode_step_bytes(spec, batch, context, act_dtype, attention, cache_dtype)
         if cache == "static":
             step -= layer_cache_bytes(spec, batch, context, cache_dtype)  # written in place
         elif cache == "legacy":  # the whole previous cache, not one layer's, lives beside the new one
-            step += kv_cache_bytes(spec, batch, context - 1, cache_dtype, layout=kv_layout) \
+            step += kv_cache_bytes(spec, batch, context - 1, cache_dtype, layout=kv_layout, **enc) \
                 - layer_cache_bytes(spec, batch, context, cache_dtype)
         moments["decode"] = kv + step + _quantized_transient(summary, spec, storage, batch, bnb_compute_dtype,
                                                             act_dtype)
@@ -248,7 +276,7 @@ def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context:
     return InferenceMemory(weights, kv, max(peak - kv, 0), weights + max(peak, kv), batch, context, storage,
                            cache_dtype, attention, mode, used, moment, prompt, new_tokens, cache, storage,
                            bnb_compute_dtype if storage.startswith("bnb-") else act_dtype,
-                           matmul if moment != "decode" else 0, rounding)
+                           matmul if moment != "decode" else 0, rounding, encoder_tokens or 0)
 
 
 def _quantized_transient(summary, spec, storage: str, rows: int, bnb_compute: str, act_dtype: str) -> int:

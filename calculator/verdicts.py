@@ -23,6 +23,7 @@ Assumption ids are stable (JSON `assumptions`, README "Verdicts"):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from .budget import FITS, TIGHT, TOO_BIG, Budget, readings_of, reserved_bytes
@@ -244,32 +245,51 @@ def formats_answer(model, card: Gpu, batch: int, prompt: int, new_tokens: int, g
 
 # Time: tokens per second, samples on k GPUs -----------------------------------------------
 
-def speed_answer(model, card: Gpu, dtype: str, prompt: int, new_tokens: int, batches) -> Answer:
-    """Per batch size: the peak, its verdict, and the roofline time per token; with the
-    largest batch that fits. The same lengths and budget as the inference answers."""
+def speed_answer(model, card: Gpu, dtype: str, work, batches) -> Answer:
+    """Per batch size: the peak, its verdict, and the roofline speed of the workload `work`
+    (calculator/workloads.shape: tokens per second for generation, items per second for the
+    others, audio hours per hour for speech); with the largest batch that fits. The same
+    lengths and budget as the inference answers."""
     from .inference import inference_memory
-    from .speed import generation
+    from .workload_speed import workload_speed
 
-    lengths, assumed = lengths_for(model.spec, prompt, new_tokens)
+    lengths = work.memory_lengths
     budget = Budget(card)
     largest = largest_batch_answer(model, card, lengths, dtype=dtype)
     rows = []
     for b in batches:
         memory = inference_memory(model.summary, model.spec, b, dtype=dtype, **lengths)
-        run = generation(model.summary, model.spec, card, dtype, b, prompt, new_tokens)
+        speed = workload_speed(model.summary, model.spec, card, dtype, b, work)
         rows.append({"dtype": dtype, "batch": b, "memory_bytes": memory.total_bytes,
-                     "verdict": readings_of(memory, budget).verdict,
-                     "time_to_first_token_s": run.time_to_first_token, "time_per_token_s": run.time_per_token,
-                     "tokens_per_second": run.tokens_per_second, "decode_bound": run.decode_bound})
-    figures = {"dtype": dtype, "largest_batch": largest.figures["largest_batch"], "rows": rows}
+                     "verdict": readings_of(memory, budget).verdict, **_speed_row(speed)})
+    figures = {"dtype": dtype, "workload": work.workload, "largest_batch": largest.figures["largest_batch"],
+               "rows": rows}
+    assumed = Assumption("lengths", {k: v for k, v in lengths.items() if k != "mode"}) if work.generates \
+        else Assumption("forward_only", {"tokens": work.prompt})
     return Answer("speed", largest.verdict, figures, (assumed,))
 
 
+def _speed_row(speed) -> dict:
+    """A workload's speed in its own unit: time to first token and per token for what
+    generates, one forward's time for the others; items per second for every workload."""
+    row = {"items_per_second": speed.items_per_second, "seconds_per_batch": speed.seconds_per_batch}
+    if speed.workload in ("forward", "vision"):
+        row.update(sequences_per_second=speed.items_per_second, forward_s=speed.seconds_per_batch, bound=speed.bound)
+    else:
+        row.update(time_to_first_token_s=speed.time_to_first_token, time_per_token_s=speed.time_per_token,
+                   tokens_per_second=speed.tokens_per_second, decode_bound=speed.bound)
+    if speed.workload == "speech":
+        row["audio_hours_per_hour"] = speed.audio_hours_per_hour
+    return row
+
+
 def data_parallel_answer(model, card: Gpu, samples: int, tokens: int, gpus_per_node: int, nodes: int,
-                         network: str, training: bool, dtype: str = "bfloat16", counts=()) -> Answer:
+                         network: str, training: bool, dtype: str = "bfloat16", counts=(), work=None) -> Answer:
     """The time to process `samples` samples of `tokens` tokens on one GPU and on
     gpus_per_node x nodes GPUs (and on each of `counts` GPUs, for a chart). Inference runs the
-    largest batch that fits (capped), in the precision the card computes in."""
+    largest batch that fits (capped), in the precision the card computes in; `work` (a
+    workloads.Shape other than generation: a forward pass, an encoder-decoder's answer, a 30 s
+    window, an image) divides the items over the GPUs, with no communication."""
     from .inference import can_generate
     from .speed import data_parallel_inference, data_parallel_training, generation
 
@@ -287,6 +307,20 @@ def data_parallel_answer(model, card: Gpu, samples: int, tokens: int, gpus_per_n
         by_count = {k: seconds_on(min(k, gpus_per_node), max(k // gpus_per_node, 1)) for k in counts}
         figures = {"compute_seconds": total.compute_seconds, "communication_seconds": total.communication_seconds,
                    "steps": total.steps}
+    elif work is not None and work.workload != "generation":
+        from .workload_speed import workload_speed
+
+        largest = largest_batch_answer(model, card, work.memory_lengths, dtype=dtype)
+        batch = max(1, min(largest.figures["largest_batch"], MAX_THROUGHPUT_BATCH))
+        run = workload_speed(model.summary, model.spec, card, dtype, batch, work)
+
+        def seconds_on(k: int) -> float:
+            return run.seconds_for(math.ceil(samples / k))
+
+        single, final = seconds_on(1), seconds_on(gpus)
+        by_count = {k: seconds_on(k) for k in counts}
+        figures = {"batch": batch, "workload": work.workload}
+        assumptions.append(Assumption("batch_capped", MAX_THROUGHPUT_BATCH))
     else:
         lengths = {} if can_generate(model.spec) else {"mode": "forward"}
         largest = largest_batch_answer(model, card, {"context": tokens}, dtype=dtype, **lengths)

@@ -24,16 +24,20 @@ from calculator.precision import DTYPES, normalize_dtype
 from calculator.quantization import is_format
 from calculator.serving import MAX_TENSOR, MAX_USERS
 from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS
+from calculator.workloads import WORKLOADS, workload_for
 
+MAX_ITEMS = 999_999_999  # items a job processes (sequences, images, 30 s windows, prompts)
 # Every name the case may take in a URL, in the order the bar shows them.
 CASE_PARAMS = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequence", "method", "precision",
-               "optimizer", "checkpointing", "users", "context", "tensor")
+               "optimizer", "checkpointing", "users", "context", "tensor", "workload", "items")
 # users, context, tensor: the serving chapter's question (sequences served at once, tokens per
 # sequence with prompt and answer, tensor-parallel size), with the serving engine's own limits
 WHOLE_NUMBERS = {"batch": MAX_BATCH, "prompt": MAX_TOKENS, "new_tokens": MAX_TOKENS, "sequence": MAX_TOKENS,
-                 "users": MAX_USERS, "context": MAX_TOKENS, "tensor": MAX_TENSOR}
-STEPS = {"batch": 1, "users": 1, "tensor": 1}  # the case bar's step for a whole number (others: 128)
-CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING}
+                 "users": MAX_USERS, "context": MAX_TOKENS, "tensor": MAX_TENSOR, "items": MAX_ITEMS}
+STEPS = {"batch": 1, "users": 1, "tensor": 1, "items": 1000}  # the case bar's step for a whole number (others: 128)
+# workload "auto": the one the model's architecture implies (calculator/workloads.py)
+CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING,
+           "workload": ("auto", *WORKLOADS)}
 MAX_DIGITS = 9  # a whole number in a link: 999,999,999 at most (Streamlit's widgets take 53 bits)
 MAX_MODEL_NAME = 200
 
@@ -56,6 +60,8 @@ class Case:
     users: int = 1
     context: int = 4096
     tensor: int = 1
+    workload: str = "auto"
+    items: int = 100_000
 
     def value(self, name: str):
         return getattr(self, name)
@@ -86,11 +92,18 @@ class ResolvedCase:
     upload_name: str = ""  # an uploaded config.json is the model (it cannot travel in a link)
     present: tuple[str, ...] = field(default_factory=tuple)  # the case names the URL sets
     headers_model: Model | None = None  # a checkpoint only its safetensors headers could count
+    fields: tuple[str, ...] = ()  # the case names the chapter's bar shows
 
     def __getattr__(self, name):  # case values read as attributes: resolved.batch, resolved.dtype
         if name in CASE_PARAMS and name not in ("model", "gpu"):
             return getattr(self.case, name)
         raise AttributeError(name)
+
+    @property
+    def work(self) -> str:
+        """The workload the calculators run: the one asked when the model runs it, else the
+        model's own (a case set for a decoder keeps working when the reader picks Whisper)."""
+        return workload_for(self.model.spec, None if self.case.workload == "auto" else self.case.workload)
 
 
 def read_case(query: dict[str, list[str]], defaults: Case) -> tuple[Case, tuple[Refused, ...], tuple[str, ...]]:
@@ -159,6 +172,21 @@ def whole_number(text: str, high: int) -> int:
 def url_text(name: str, value) -> str:
     """How a case value is written in a URL: catalog names and GPU keys as they are."""
     return str(value)
+
+
+def pinned_pairs(resolved: ResolvedCase | None, query: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """The case as a link a reader copies writes it: every value of the chapter's case
+    explicitly, defaults included (the workload as the calculators run it), so the link means
+    the same when a default changes; then the other case names the URL carries, as they are."""
+    pinned = []
+    fields = resolved.fields if resolved is not None else ()
+    for name in CASE_PARAMS:
+        if name in fields:
+            value = resolved.work if name == "workload" else resolved.case.value(name)
+            pinned.append((name, url_text(name, value)))
+        else:
+            pinned += [(name, str(value)) for value in query.get(name) or []]
+    return pinned
 
 
 def gpu_keys() -> list[str]:

@@ -43,7 +43,7 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
         _model_line(resolved, fallback)
     model, error, upload_name = resolved
     return ResolvedCase(case, model if model.spec is not None else fallback, case.card, refused, error, upload_name,
-                        present, headers_model=model if model.spec is None else None)
+                        present, headers_model=model if model.spec is None else None, fields=fields)
 
 
 def carried_query(lang: str) -> dict[str, str]:

@@ -59,7 +59,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         slug="slow-model",
         icon=":material/speed:",
         anchors=("batch-size", "data-parallelism", "inference-code", "precision"),
-        case=("model", "gpu", "dtype", "batch", "prompt", "new_tokens"),
+        case=("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "workload", "items"),
         defaults=Case(model="llama-3.1-8b", gpu="l4", batch=8, prompt=1024, new_tokens=256),
     ),
     Chapter(

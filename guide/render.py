@@ -72,7 +72,7 @@ def render_page(slug: str) -> None:
     for block in blocks:
         if isinstance(block, Heading):
             anchor = block.anchor
-            _heading(block, chapter, lang)
+            _heading(block, chapter, lang, case)
         elif isinstance(block, Text):
             st.markdown(for_language(localize_links(block.markdown, lang, slugs, carried), lang))
         elif isinstance(block, WidgetSlot):
@@ -134,25 +134,30 @@ def _language_switch(lang: str, blocks) -> None:
             + _asset(SWITCH_SCRIPT), unsafe_allow_javascript=True)
 
 
-def _heading(block: Heading, chapter: Chapter, lang: str) -> None:
+def _heading(block: Heading, chapter: Chapter, lang: str, case=None) -> None:
     title = for_language(block.text, lang)
     if block.level <= 2:
         st.header(title, anchor=block.anchor)
     else:
         st.subheader(title, anchor=block.anchor)
-    url = f"{st.context.url or ''}?{urlencode(section_query(lang))}#{block.anchor}"
+    url = f"{st.context.url or ''}?{urlencode(section_query(lang, case))}#{block.anchor}"
     with st.popover(t("frame.section_link"), icon=":material/link:", type="tertiary"):
         st.caption(t("frame.section_link_help"))
         st.code(url, language=None, wrap_lines=True)
 
 
-def section_query(lang: str) -> list[tuple[str, str]]:
-    """What a link to a section carries: the language, then everything the reader set on the
-    page (the case and every calculator's values), so it opens exactly as they see it."""
-    pairs = [("lang", lang)]
-    for key in st.query_params:
-        if key != "lang":
-            pairs += [(key, value) for value in st.query_params.get_all(key)]
+def section_query(lang: str, case=None) -> list[tuple[str, str]]:
+    """What a link to a section carries: the language, the chapter's whole case with its
+    defaults written out (a link posted today means the same when a default changes), then
+    everything else the reader set on the page (every calculator's values), so it opens
+    exactly as they see it."""
+    from guide.case import CASE_PARAMS, pinned_pairs
+
+    query = {key: st.query_params.get_all(key) for key in st.query_params}
+    pairs = [("lang", lang), *pinned_pairs(case, query)]
+    for key, values in query.items():
+        if key != "lang" and key not in CASE_PARAMS:
+            pairs += [(key, value) for value in values]
     return pairs
 
 

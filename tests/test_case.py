@@ -18,7 +18,8 @@ from tests.test_cli import cli
 
 CASE = {"model": "mistral-7b-v0.1", "gpu": "a100-40gb", "dtype": "float16", "batch": "3", "prompt": "700",
         "new_tokens": "90", "sequence": "1536", "method": "qlora", "precision": "bfloat16", "optimizer": "sgd",
-        "checkpointing": "none", "users": "12", "context": "2048", "tensor": "2"}
+        "checkpointing": "none", "users": "12", "context": "2048", "tensor": "2", "workload": "forward",
+        "items": "5000"}
 WITH_CASE = [c for c in chapters.CHAPTERS if c.case]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from guide import chapters
-from tests.apptest import open_page
+from tests.apptest import fingerprint, open_page
 
 LANGS = ("en", "fr")
 
@@ -50,9 +50,34 @@ def test_unknown_language_falls_back_and_says_so():
 
 
 def test_section_links_carry_language_and_anchor():
+    # every value of the chapter's case is written out, defaults included (issue 24.5), so the
+    # link means the same when a default changes; the address bar itself stays short
     at = open_page("slow-model", "fr")
     codes = [c.value for c in at.code]
-    assert "http://localhost:8501/slow-model?lang=fr#batch-size" in codes
+    pinned = ("model=llama-3.1-8b&gpu=l4&dtype=bfloat16&batch=8&prompt=1024&new_tokens=256&workload=generation"
+              "&items=100000")
+    assert f"http://localhost:8501/slow-model?lang=fr&{pinned}#batch-size" in codes
+    assert dict(at.query_params) == {"lang": ["fr"]} or dict(at.query_params) == {"lang": "fr"}
+
+
+def test_copied_links_pin_the_case_and_reproduce_it_when_defaults_change(monkeypatch):
+    at = open_page("oom", "en", model="mistral-7b-v0.1", batch="3")
+    section = next(c.value for c in at.code if c.value.endswith("#context-length"))
+    links = [c.value for c in at.code if c.value.startswith("http")]  # section links and share boxes
+    pinned = "?lang=en&model=mistral-7b-v0.1&gpu=rtx4090&dtype=bfloat16&batch=3&prompt=4096&new_tokens=512"
+    assert len(links) > 5 and all(pinned in link for link in links)
+    # the same link opened after the chapter's defaults changed: the same figures
+    from dataclasses import replace
+    from urllib.parse import parse_qsl, urlsplit
+
+    query = dict(parse_qsl(urlsplit(section).query))
+    before, short_before = fingerprint(open_page("oom", **query)), fingerprint(open_page("oom", "en", batch="3"))
+    oom = chapters.by_slug("oom")
+    changed = replace(oom, defaults=replace(oom.defaults, gpu="h100", prompt=512, new_tokens=64, batch=1))
+    monkeypatch.setattr(chapters, "CHAPTERS", tuple(changed if c.slug == "oom" else c for c in chapters.CHAPTERS))
+    assert chapters.by_slug("oom").defaults.gpu == "h100"
+    assert fingerprint(open_page("oom", "en", batch="3")) != short_before  # a short link changes meaning
+    assert fingerprint(open_page("oom", **query)) == before  # the copied link does not
 
 
 @pytest.mark.parametrize("lang", LANGS)

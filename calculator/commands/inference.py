@@ -37,29 +37,32 @@ def register(commands, shared) -> None:
                         "position; forward: one forward, no cache (default: generate if the model generates, "
                         "else forward)")
     p.add_argument("--gpu", default=None, help="GPU key: adds the verdict and the largest batch and context")
+    p.add_argument("--workload", default=None, help="generation, forward, seq2seq, speech or vision (default: the "
+                   "model's own; speech: Whisper's 30 s window and its task tokens, no --prompt needed)")
+    p.add_argument("--encoder", type=int, default=None,
+                   help="an encoder-decoder's input tokens (seq2seq); the decoder starts from its start token")
 
 
 def run(args) -> int:
     from ..budget import readings_of
-    from ..errors import CalculatorError
     from ..inference import inference_memory
     from ..verdicts import largest_batch_answer, largest_context_answer
 
-    if (args.context is None) == (args.prompt is None) or (args.context is not None and args.new_tokens):
-        raise CalculatorError("context_or_prompt")  # --new-tokens goes with --prompt only
     card = find_gpu(args.gpu)
     model = resolve_model(args)
-    options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": args.mode,
+    workload, length, mode = _lengths(args, model.spec)
+    options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": mode,
                "cache": args.cache, "bnb_compute_dtype": args.compute_dtype}
-    length = {"context": args.context} if args.prompt is None else {"prompt": args.prompt, "new_tokens": args.new_tokens}
     memory = inference_memory(model.summary, model.spec, args.batch, **length, **options)
     budget = budget_for(card)
     readings = readings_of(memory, budget)
-    result = {"model": model.name, "source": model.source, **memory.to_json(), **readings_json(readings),
+    result = {"model": model.name, "source": model.source, "workload": workload, **memory.to_json(),
+              **readings_json(readings),
               "max_positions": model.spec.max_positions}
     if card:
+        by_context = {**options, **({"encoder_tokens": length["encoder_tokens"]} if "encoder_tokens" in length else {})}
         batch = largest_batch_answer(model, card, length, **options)
-        context = largest_context_answer(model, card, args.batch, **options)
+        context = largest_context_answer(model, card, args.batch, **by_context)
         result.update(gpu=card.key, gpu_memory_bytes=card.memory_bytes, total_memory_bytes=card.total_bytes,
                       context_bytes=card.context_bytes,
                       largest_batch=batch.figures["largest_batch"], largest_batch_tight=batch.figures["largest_batch_tight"],
@@ -73,6 +76,8 @@ def run(args) -> int:
                                          f" (the model has no {memory.attention} path in transformers)")
     length_text = (f"{memory.prompt} + {memory.new_tokens} new tokens ({memory.cache} cache)" if memory.new_tokens
                    else f"{memory.context} tokens")
+    if memory.encoder_tokens:
+        length_text = f"{memory.encoder_tokens} encoder tokens, decoder {length_text}"
     print(f"Model: {model.name} ({model.source})   batch {args.batch} x {length_text}   "
           f"{memory.weights_format} weights, {memory.kv_dtype} cache, {attention} attention, {memory.mode}")
     rows = [["weights", format_bytes(memory.weights_bytes)], ["KV cache", format_bytes(memory.kv_cache_bytes)],
@@ -91,4 +96,31 @@ def run(args) -> int:
               f"generation that long).")
     print("Units: GiB = 2^30 bytes.")
     return 0
+
+
+def _lengths(args, spec) -> tuple[str, dict, str | None]:
+    """(workload, inference_memory's lengths, mode). Without --workload or --encoder, the
+    lengths read as they always have (an encoder-decoder's prompt is its encoder's input and
+    its decoder as long), except for speech, whose encoder input is always its 30 s window."""
+    from ..errors import CalculatorError
+    from ..workloads import check_workload, default_workload, shape
+
+    workload = check_workload(spec, args.workload) if args.workload else default_workload(spec)
+    separate = workload == "speech" or args.encoder is not None or args.workload == "seq2seq"
+    if separate and spec.kind == "encoder-decoder":
+        if args.context is not None:
+            raise CalculatorError("context_or_prompt")
+        encoder = args.encoder if args.encoder is not None else args.prompt
+        run = shape(spec, workload, new_tokens=args.new_tokens, encoder=encoder)
+        lengths = dict(run.memory_lengths)
+        if workload == "speech" and args.prompt is not None:
+            lengths["prompt"] = args.prompt  # the decoder's prompt (previous text) beside its task tokens
+        return workload, {k: v for k, v in lengths.items() if k != "mode"}, "generate"
+    if args.encoder is not None:
+        raise CalculatorError("encoder_needs_encoder_decoder", model_type=spec.model_type or spec.kind)
+    if (args.context is None) == (args.prompt is None) or (args.context is not None and args.new_tokens):
+        raise CalculatorError("context_or_prompt")  # --new-tokens goes with --prompt only
+    length = {"context": args.context} if args.prompt is None else {"prompt": args.prompt, "new_tokens": args.new_tokens}
+    mode = args.mode or ("forward" if workload in ("forward", "vision") and args.workload else None)
+    return workload, length, mode
 

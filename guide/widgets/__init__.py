@@ -142,11 +142,13 @@ def _url_value_taken(key: str, raw: list[str], form: Callable[[object], str] = s
 
 
 def share_url(ctx: Context, keys: list[str] | tuple[str, ...]) -> str:
-    """The full URL that reopens this calculation: language, the widget's values, its section."""
-    from guide.case import CASE_PARAMS
+    """The full URL that reopens this calculation: language, the whole case (defaults written
+    out, guide/case.py: pinned_pairs), the widget's values, its section."""
+    from guide.case import CASE_PARAMS, pinned_pairs
 
-    pairs = [("lang", ctx.lang)]
-    for key in (*CASE_PARAMS, *keys):
+    query = {name: st.query_params.get_all(name) for name in CASE_PARAMS}
+    pairs = [("lang", ctx.lang), *pinned_pairs(ctx.case, query)]
+    for key in keys:
         value = st.query_params.get_all(key)
         pairs += [(key, v) for v in value]
     base = st.context.url or ""

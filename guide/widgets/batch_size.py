@@ -1,16 +1,19 @@
 """slow-model#batch-size: memory against batch size on the case's GPU, the largest batch that
 fits (and the one only the headroom admits), and the throughput and latency each batch size
-gives (roofline). A model that does not generate runs one forward per batch: sequences per
-second, no answer length."""
+gives (roofline), in the case's workload: tokens per second for generation, items per second
+for a forward pass, a sequence-to-sequence answer or an image, audio hours per hour for
+speech; how long the case's items take; and a speed the reader measured against the ceiling."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from calculator.budget import Budget, readings_of
-from calculator.inference import can_generate, inference_memory
-from calculator.speed import decode_step, forward_pass, generation
-from calculator.verdicts import largest_batch_answer, lengths_for
+from calculator.inference import inference_memory
+from calculator.speed import decode_step, generation
+from calculator.verdicts import largest_batch_answer
+from calculator.workload_speed import workload_speed
+from calculator.workloads import shape
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
@@ -27,10 +30,15 @@ def batch_sizes(largest: int, chosen: int = 1) -> list[int]:
     return sorted(set(sizes) | ({largest} if largest else set()) | {chosen})
 
 
+def work_of(inputs):
+    """The run one item of the case's workload makes (calculator/workloads.py)."""
+    return shape(inputs.model.spec, inputs.work, prompt=inputs.prompt, new_tokens=inputs.new_tokens,
+                 sequence=inputs.prompt)
+
+
 def answer_for(inputs):
     """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
-    lengths, _ = lengths_for(inputs.model.spec, inputs.prompt, inputs.new_tokens)
-    return largest_batch_answer(inputs.model, inputs.card, lengths, dtype=inputs.dtype)
+    return largest_batch_answer(inputs.model, inputs.card, work_of(inputs).memory_lengths, dtype=inputs.dtype)
 
 
 def render(ctx: Context) -> None:
@@ -38,10 +46,10 @@ def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "bs_model", "gpu": "bs_gpu", "dtype": "bs_dtype", "prompt": "bs_prompt",
                                "new_tokens": "bs_new"})
     model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
-    generates = can_generate(model.spec)
-    if not generates:
-        st.info(ctx.t("batch_size.not_generative"))
-    lengths, _ = lengths_for(model.spec, inputs.prompt, inputs.new_tokens)
+    work = work_of(inputs)
+    if work.workload != "generation":
+        st.info(ctx.t(f"batch_size.workload_{work.workload}", frames=work.encoder_tokens or 0, tokens=work.prompt))
+    lengths = work.memory_lengths
     budget = Budget(gpu)
     answer = answer_for(inputs)
     largest = answer.figures["largest_batch"]
@@ -65,10 +73,15 @@ def render(ctx: Context) -> None:
     else:
         st.error(ctx.t("batch_size.none_fits", gpu=gpu.name, weights=format_bytes(memories[0].weights_bytes, lang),
                        capacity=format_bytes(budget.usable_bytes, lang)))
-    if generates:
+    if work.workload == "generation":
         _speed_table(ctx, model, gpu, dtype, inputs.prompt, inputs.new_tokens, sizes, largest)
     else:
-        _forward_table(ctx, model, gpu, dtype, inputs.prompt, sizes, largest)
+        _workload_table(ctx, model, gpu, dtype, work, sizes, largest)
+    from guide.widgets.measured import job_time, measured_box
+
+    at_case = workload_speed(model.summary, model.spec, gpu, dtype, inputs.batch, work)
+    job_time(ctx, at_case, inputs.items)
+    measured_box(ctx, at_case, "bs_measured")
     share_box(ctx)
 
 
@@ -96,19 +109,24 @@ def _speed_table(ctx: Context, model, gpu, dtype: str, prompt: int, new: int, si
     ))
 
 
-def _forward_table(ctx: Context, model, gpu, dtype: str, tokens: int, sizes: list[int], largest: int) -> None:
-    """Encoders and classifiers: one forward per batch, in sequences per second."""
+def _workload_table(ctx: Context, model, gpu, dtype: str, work, sizes: list[int], largest: int) -> None:
+    """Every workload but generation, in items per second: one forward per batch (forward,
+    vision), or the encoder then the decoder's answer (seq2seq, speech: audio hours per hour)."""
     lang = ctx.lang
     rows = []
     for b in sizes:
-        step = forward_pass(model.summary, model.spec, gpu, dtype, b, tokens)
-        rows.append({
-            ctx.t("batch_size.col_batch"): b,
-            ctx.t("batch_size.col_fits"): "✓" if b <= largest else "✗",
-            ctx.t("batch_size.col_forward"): format_number(step.seconds * 1000, 2, lang),
-            ctx.t("batch_size.col_sequences"): format_number(b / step.seconds, 0, lang),
-            ctx.t("batch_size.col_bound"): ctx.t(f"batch_size.bound_{step.bound}"),
-        })
+        run = workload_speed(model.summary, model.spec, gpu, dtype, b, work)
+        row = {ctx.t("batch_size.col_batch"): b, ctx.t("batch_size.col_fits"): "✓" if b <= largest else "✗"}
+        if work.generates:
+            row[ctx.t("batch_size.col_first")] = format_number(run.time_to_first_token * 1000, 1, lang)
+            row[ctx.t("batch_size.col_tpot")] = format_number(run.time_per_token * 1000, 2, lang)
+        else:
+            row[ctx.t("batch_size.col_forward")] = format_number(run.seconds_per_batch * 1000, 2, lang)
+        row[ctx.t(f"batch_size.col_items_{work.workload}")] = format_number(run.items_per_second, 1, lang)
+        if work.workload == "speech":
+            row[ctx.t("batch_size.col_audio")] = format_number(run.audio_hours_per_hour, 0, lang)
+        row[ctx.t("batch_size.col_limit")] = ctx.t(f"batch_size.bound_{run.bound}")
+        rows.append(row)
     st.dataframe(rows, hide_index=True)
 
 
@@ -116,5 +134,6 @@ WIDGET = Widget(
     name="batch-size",
     render=render,
     params=(Param("bs_model", "mistralai/Mistral-7B-v0.1"), gpu_param("bs_gpu", "NVIDIA A100 80GB SXM"),
-            Param("bs_dtype", "int4"), Param("bs_prompt", "4096"), Param("bs_new", "64")),
+            Param("bs_dtype", "int4"), Param("bs_prompt", "4096"), Param("bs_new", "64"),
+            Param("bs_measured", "900")),
 )

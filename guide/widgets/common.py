@@ -38,6 +38,15 @@ class Inputs:
     checkpointing: str
     changed: tuple[str, ...] = ()  # the fields this calculator changed
     failed: tuple[str, ...] = ()  # the fields this calculator was given but could not use (a Hub id offline)
+    workload: str = "auto"  # the case's workload ("auto": the model's own)
+    items: int = 100_000  # how many items the reader's job has
+
+    @property
+    def work(self) -> str:
+        """The workload this calculator runs (calculator/workloads.py: workload_for)."""
+        from calculator.workloads import workload_for
+
+        return workload_for(self.model.spec, None if self.workload == "auto" else self.workload)
 
     @property
     def context(self) -> int:
@@ -87,7 +96,7 @@ def _base_inputs(ctx: Context) -> Inputs:
     raw = case.case if case is not None else Case()
     model = case.model if case is not None else catalog_model(catalog.find(raw.model).key)
     return Inputs(model, gpus()[raw.gpu], raw.dtype, raw.batch, raw.prompt, raw.new_tokens, raw.sequence,
-                  raw.method, raw.precision, raw.optimizer, raw.checkpointing)
+                  raw.method, raw.precision, raw.optimizer, raw.checkpointing, workload=raw.workload, items=raw.items)
 
 
 def _override(ctx: Context, name: str, key: str, current, dtypes):

@@ -7,6 +7,7 @@ import streamlit as st
 
 from calculator.speed import NETWORKS_GBS
 from calculator.verdicts import data_parallel_answer
+from calculator.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
@@ -23,9 +24,13 @@ def duration(seconds: float, ctx: Context) -> str:
 
 
 def answer_for(inputs, samples: int, per_node: int, nodes: int, network: str, training: bool, counts=()):
-    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
+    """The page's request to the engine (pure: the parity test calls it without Streamlit), in
+    the case's workload (a forward pass, an encoder-decoder's answer, a 30 s window, an image
+    divide their items over the GPUs)."""
+    work = shape(inputs.model.spec, inputs.work, prompt=inputs.prompt, new_tokens=inputs.new_tokens,
+                 sequence=inputs.prompt)
     return data_parallel_answer(inputs.model, inputs.card, samples, inputs.prompt, per_node, nodes, network, training,
-                                inputs.dtype, counts)
+                                inputs.dtype, counts, work=work)
 
 
 def render(ctx: Context) -> None:

@@ -7,8 +7,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.budget import Budget, readings_of
-from calculator.inference import can_generate, inference_memory
-from calculator.speed import forward_pass, generation
+from calculator.inference import inference_memory
+from calculator.workload_speed import workload_speed
+from calculator.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
@@ -22,29 +23,28 @@ def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "pr_model", "gpu": "pr_gpu", "prompt": "pr_prompt", "batch": "pr_batch"})
     model, gpu, batch = inputs.model, inputs.card, inputs.batch
-    generates = can_generate(model.spec)
-    lengths = {"prompt": inputs.prompt, "new_tokens": inputs.new_tokens} if generates else {"context": inputs.prompt}
+    work = shape(model.spec, inputs.work, prompt=inputs.prompt, new_tokens=inputs.new_tokens, sequence=inputs.prompt)
+    generates = work.workload == "generation"
+    lengths = work.memory_lengths
     budget = Budget(gpu)
     rows, speeds = [], []
     for dtype in SHOWN:
         memory = inference_memory(model.summary, model.spec, batch, dtype=dtype, **lengths)
         verdict = readings_of(memory, budget).verdict
+        speed = workload_speed(model.summary, model.spec, gpu, dtype, batch, work)
+        speeds.append(speed.ceiling)
         if generates:
-            speed = generation(model.summary, model.spec, gpu, dtype, batch, inputs.prompt, inputs.new_tokens)
-            speeds.append(speed.tokens_per_second)
             timing = {ctx.t("batch_size.col_ttft"): format_number(speed.time_to_first_token * 1000, 1, lang),
                       ctx.t("batch_size.col_throughput"): format_number(speed.tokens_per_second, 0, lang)}
         else:
-            step = forward_pass(model.summary, model.spec, gpu, dtype, batch, inputs.prompt)
-            speeds.append(batch / step.seconds)
-            timing = {ctx.t("batch_size.col_sequences"): format_number(batch / step.seconds, 0, lang)}
+            timing = {ctx.t(f"batch_size.col_items_{work.workload}"): format_number(speed.items_per_second, 1, lang)}
         rows.append({ctx.t("common.dtype"): dtype, ctx.t("precision.col_weights"): format_bytes(memory.weights_bytes, lang),
                      ctx.t("precision.col_peak"): format_bytes(memory.total_bytes, lang),
                      ctx.t("precision.col_fits"): MARKS[verdict], **timing})
     st.dataframe(rows, hide_index=True)
     colors = ["#9aa5b1", "#6baed6", "#3366cc", "#2ca02c", "#17becf", "#8c6bb1", "#e6550d"]
     fig = go.Figure(go.Bar(x=list(SHOWN), y=speeds, marker_color=colors))
-    axis = "precision.speed_axis" if generates else "precision.sequences_axis"
+    axis = "precision.speed_axis" if generates else f"batch_size.col_items_{work.workload}"
     base_layout(fig, ctx.t("common.dtype"), ctx.t(axis), lang, height=300)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="pr_chart")
     bf16, int4 = speeds[SHOWN.index("bfloat16")], speeds[SHOWN.index("int4")]
