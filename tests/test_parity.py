@@ -28,6 +28,7 @@ from guide.widgets import (batch_size, context_memory, data_parallel, pipeline_s
                            tensor_parallel, training_memory)
 from guide.widgets.common import Inputs
 from guide.widgets.training_inputs import setup_of
+from tests.apptest import fingerprint, open_page
 
 MODELS = [entry.key for entry in catalog.entries()]
 CARDS = ("t4", "l4", "rtx3090", "rtx4090", "a100-80gb", "h100")
@@ -192,3 +193,37 @@ def test_largest_micro_batch(card, method):
                        str(inputs.batch), "--sequence", str(inputs.sequence), "--gpu", card)
         assert (cli["verdict"], cli["largest_micro_batch"]) == (
             page.verdict, page.figures["largest_micro_batch"]), (model, method)
+
+
+# The rendered pages against the CLI: a handful of AppTest runs ---------------------------
+
+def page_text(at) -> str:
+    return fingerprint(at)
+
+
+def test_parallelism_page_says_the_clis_verdict():
+    """The issue's case: 16 GB of weights on a T4 with degree 1 said "fits" on the CLI."""
+    cli = cli_json("tensor-parallel", "llama-3.1-8b", "--degree", "1", "--dtype", "bfloat16", "--gpu", "t4",
+                   "--tokens", "2048")
+    assert cli["verdict"] == "too_big" and cli["fits"] is False
+    at = open_page("parallelism", "en", model="llama-3.1-8b", gpu="t4", dtype="bfloat16", tp_degree="1")
+    assert "does not fit on the NVIDIA T4 with degree 1" in page_text(at)
+
+
+def test_fine_tuning_page_gives_the_clis_largest_micro_batch():
+    """The issue's case: LoRA on an A100 40GB at 4,096 tokens, checkpointing on by default on both."""
+    cli = cli_json("train", "mistral-7b-v0.1", "--method", "lora", "--precision", "bf16-autocast", "--batch", "4",
+                   "--sequence", "4096", "--gpu", "a100-40gb")
+    assert cli["setup"]["checkpointing"] == "full" and cli["largest_micro_batch"] > 0
+    at = open_page("fine-tuning", "en", model="mistral-7b-v0.1", gpu="a100-40gb", sequence="4096")
+    assert f"is **{cli['largest_micro_batch']}** sequences of 4,096 tokens" in page_text(at)
+
+
+def test_slow_model_page_times_a_t4_in_float16_as_the_cli():
+    cli = cli_json("data-parallel", "llama-3.2-1b", "--gpu", "t4", "--samples", "100000", "--tokens", "1024")
+    assert cli["dtype"] == "float16"
+    assert {"id": "compute_dtype", "value": {"dtype": "float16", "reason": "no_bf16_tensor_cores", "gpu": "t4"}} \
+        in cli["assumptions"]
+    at = open_page("slow-model", "en", model="llama-3.2-1b", gpu="t4")
+    text = page_text(at)
+    assert f"{cli['batch']} at a time" in text and "Computed in float16: the NVIDIA T4" in text
