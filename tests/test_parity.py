@@ -88,14 +88,13 @@ def page_refusal(answer_for, *args) -> str | None:
 def test_tensor_and_pipeline_verdicts(card, dtype):
     for model in MODELS:
         inputs = page_inputs("parallelism", model, card, dtype=dtype)
-        tokens = str(inputs.batch * inputs.prompt)
         for degree in (1, 2):
             try:
                 page = tensor_parallel.answer_for(inputs, degree)
             except CalculatorError:
                 continue  # the degree does not divide the heads: refused on both sides (test_hostile_cli)
-            cli = cli_json("tensor-parallel", model, "--degree", str(degree), "--dtype", dtype, "--gpu", card,
-                           "--tokens", tokens)
+            # --tokens left to its default: the chapter's batch x prompt (1 x 2,048)
+            cli = cli_json("tensor-parallel", model, "--degree", str(degree), "--dtype", dtype, "--gpu", card)
             assert (cli["verdict"], cli["per_gpu_bytes"]) == (page.verdict, page.detail.per_gpu_bytes), (model, degree)
             assert cli["fits"] == (page.verdict == "fits")
         page = pipeline_split.answer_for(inputs, 2)
@@ -117,7 +116,8 @@ def test_largest_batch(card, dtype):
             assert cli_refusal("speed", model, "--gpu", card, "--dtypes", dtype, *lengths) == refused, model
             continue
         page = batch_size.answer_for(inputs).figures
-        speed = cli_json("speed", model, "--gpu", card, "--dtypes", dtype, "--batches", str(inputs.batch), *lengths)
+        # prompt and answer left to speed's defaults: the chapter's (1,024 + 256)
+        speed = cli_json("speed", model, "--gpu", card, "--dtypes", dtype, "--batches", str(inputs.batch))
         assert speed["largest_batch"][dtype] == page["largest_batch"], model
         if dtype == "bfloat16" and can_generate(inputs.model.spec):  # --prompt/--new-tokens: a generation's
             run = cli_json("inference", model, "--batch", str(inputs.batch), "--dtype", dtype, "--gpu", card, *lengths)
@@ -165,8 +165,8 @@ def test_data_parallel_time(card, training):
     network = next(iter(NETWORKS_GBS))
     for model in MODELS:
         inputs = page_inputs("slow-model", model, card)
-        args = ("data-parallel", model, "--gpu", card, "--samples", "100000", "--tokens", str(inputs.prompt),
-                *(["--training"] if training else []))
+        # tokens per sample left to the default: the chapter's prompt (1,024)
+        args = ("data-parallel", model, "--gpu", card, "--samples", "100000", *(["--training"] if training else []))
         refused = page_refusal(data_parallel.answer_for, inputs, 100_000, 8, 1, network, training)
         if refused:  # samples longer than the model's positions (BERT: 512)
             assert cli_refusal(*args) == refused, model
