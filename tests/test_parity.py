@@ -24,7 +24,7 @@ from calculator.inference import can_generate
 from calculator.model import catalog_model
 from calculator.speed import NETWORKS_GBS
 from guide import chapters
-from guide.widgets import (batch_size, context_memory, data_parallel, pipeline_split, quant_formats,
+from guide.widgets import (batch_size, context_memory, data_parallel, pipeline_split, quant_formats, quick_check,
                            tensor_parallel, training_memory)
 from guide.widgets.common import Inputs
 from guide.widgets.training_inputs import setup_of
@@ -79,6 +79,18 @@ def page_refusal(answer_for, *args) -> str | None:
     except CalculatorError as error:
         return error.code
     return None
+
+
+# Loading the model (the home page's case) ---------------------------------------------
+
+@pytest.mark.parametrize("card", CARDS)
+def test_load_verdict(card):
+    for model in MODELS:
+        cli = cli_json("estimate", model, "--dtypes", *DTYPES, "int4", "--gpu", card)
+        for row in cli["rows"]:
+            page = quick_check.answer_for(page_inputs("", model, card, dtype=row["dtype"]))
+            assert (row["verdict"], row["total_bytes"]) == (page.verdict, page.figures["total_bytes"]), model
+            assert row["reserved_bytes"] == page.detail.reserved_bytes
 
 
 # Weights per GPU: tensor and pipeline parallelism (the parallelism chapter's case) --------
