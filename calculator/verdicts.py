@@ -149,6 +149,22 @@ def offload_limits(card: Gpu, gpu_budget_bytes: int, disk_bytes: int = 0, disk_b
     return Answer("offload_limits", TOO_BIG if disk_short else None, figures)
 
 
+def load_answer(model, card: Gpu, dtype: str) -> Answer:
+    """Whether the model loads on the card (estimate.fit_verdict: the x1.1 rule below the
+    budget fits, the bare weights inside the usable memory are tight); `detail`: the three
+    readings of the loaded weights."""
+    from .estimate import fit_verdict, load_readings, weight_rounding
+    from .precision import rule_of_thumb_bytes
+
+    summary, budget = model.summary, Budget(card)
+    exact, rule = summary.total_bytes_at(dtype), rule_of_thumb_bytes(summary.parameters, dtype)
+    verdict = fit_verdict(exact, rule, budget, weight_rounding(summary, dtype))
+    figures = {"total_bytes": exact, "rule_of_thumb_bytes": rule, "usable_bytes": budget.usable_bytes,
+               "headroom_bytes": budget.headroom_bytes, "dtype": dtype}
+    return Answer("load_fit", verdict, figures, (Assumption("weights_only"), Assumption("dtype", dtype)),
+                  load_readings(summary, dtype, budget))
+
+
 # Inference: largest batch, largest context, formats that fit ------------------------------
 
 def lengths_for(spec, prompt: int, new_tokens: int) -> tuple[dict, Assumption]:

@@ -12,7 +12,8 @@ def register(commands, shared) -> None:
                     help="time to process N samples on k GPUs, one node or several")
     p.add_argument("--gpu", required=True, help="GPU key from the GPU catalog")
     p.add_argument("--samples", type=int, required=True, help="samples to process")
-    p.add_argument("--tokens", type=int, default=512, help="tokens per sample (default 512)")
+    p.add_argument("--tokens", type=int, default=1024,
+                   help="tokens per sample (default 1024, the slow-model chapter's prompt)")
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--network", choices=list(NETWORKS_GBS), default=next(iter(NETWORKS_GBS)))

@@ -21,14 +21,18 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
+    from ..errors import CalculatorError
     from ..format_support import support_of
-    from ..inference import check_sizes
+    from ..inference import MAX_TOKENS, check_sizes
     from ..quantization import quant_format, quantize_all, shipped_format
     from ..verdicts import formats_answer
 
     formats = [quant_format(name) for name in args.formats]
     card = find_gpu(args.gpu)
-    if card is not None:
+    if card is not None:  # each value named in its own message, as `speed` does
+        for name, value in (("prompt", args.prompt), ("number of new tokens", args.new_tokens)):
+            if not 1 <= value <= MAX_TOKENS:
+                raise CalculatorError("bad_size", name=name, value=str(value)[:30], high=MAX_TOKENS)
         check_sizes(args.batch, args.prompt + args.new_tokens)
     model = resolve_model(args)
     answer = formats_answer(model, card, args.batch, args.prompt, args.new_tokens, args.group_size, formats) \

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.budget import Budget
-from calculator.estimate import fit_verdict, load_readings, weight_rounding
-from calculator.precision import bytes_per_param, rule_of_thumb_bytes
+from calculator.precision import bytes_per_param
+from calculator.verdicts import load_answer
 from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box
 from guide.widgets.common import case_inputs, readings_row
@@ -15,22 +14,25 @@ from guide.widgets.common import case_inputs, readings_row
 DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
 
 
+def answer_for(inputs):
+    """The page's request to the engine (pure: the parity test calls it without Streamlit); a
+    quantization format in the case is read as bfloat16 here."""
+    return load_answer(inputs.model, inputs.card, inputs.dtype if inputs.dtype in DTYPES else "bfloat16")
+
+
 def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "qc_model", "dtype": "qc_dtype", "gpu": "qc_gpu"}, dtypes=DTYPES)
     summary, card, lang = inputs.model.summary, inputs.card, ctx.lang
-    dtype = inputs.dtype if inputs.dtype in DTYPES else "bfloat16"
-    budget = Budget(card)
-    exact = summary.total_bytes_at(dtype)
-    rule = rule_of_thumb_bytes(summary.parameters, dtype)
-    verdict = fit_verdict(exact, rule, budget, weight_rounding(summary, dtype))
+    answer = answer_for(inputs)
+    dtype, verdict, rule = answer.figures["dtype"], answer.verdict, answer.figures["rule_of_thumb_bytes"]
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("quick_check.rule"), format_bytes(rule, lang))
-    m2.metric(ctx.t("quick_check.exact"), format_bytes(exact, lang))
-    m3.metric(ctx.t("quick_check.capacity"), format_bytes(budget.usable_bytes, lang))
+    m2.metric(ctx.t("quick_check.exact"), format_bytes(answer.figures["total_bytes"], lang))
+    m3.metric(ctx.t("quick_check.capacity"), format_bytes(answer.figures["usable_bytes"], lang))
     st.markdown(ctx.t("quick_check.formula", params=format_billions(summary.parameters, lang),
                       bytes=format_number(float(bytes_per_param(dtype)), 1 if dtype == "int4" else 0, lang),
                       rule=format_bytes(rule, lang)))
-    readings_row(ctx, load_readings(summary, dtype, budget), card)
+    readings_row(ctx, answer.detail, card)
     message = ctx.t(f"quick_check.verdict_{verdict}", gpu=card.name, model=inputs.model.name)
     {"fits": st.success, "tight": st.warning, "too_big": st.error}[verdict](message)
     share_box(ctx)
