@@ -18,7 +18,7 @@ import math
 from calculator import catalog
 from calculator.errors import CalculatorError
 from calculator.gpus import Gpu, gpu, gpus
-from calculator.inference import MAX_BATCH, MAX_TOKENS
+from calculator.limits import high
 from calculator.model import Model
 from calculator.precision import DTYPES, normalize_dtype
 from calculator.quantization import is_format
@@ -27,7 +27,8 @@ from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS
 # Every name the case may take in a URL, in the order the bar shows them.
 CASE_PARAMS = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequence", "method", "precision",
                "optimizer", "checkpointing")
-WHOLE_NUMBERS = {"batch": MAX_BATCH, "prompt": MAX_TOKENS, "new_tokens": MAX_TOKENS, "sequence": MAX_TOKENS}
+# The engine's own bounds (calculator/limits.py): the case bar, the overrides and the CLI refuse the same values.
+WHOLE_NUMBERS = {name: high(name) for name in ("batch", "prompt", "new_tokens", "sequence")}
 CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING}
 MAX_DIGITS = 9  # a whole number in a link: 999,999,999 at most (Streamlit's widgets take 53 bits)
 MAX_MODEL_NAME = 200

@@ -20,13 +20,14 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from ..inference import check_sizes, largest_batch
+    from .. import limits
+    from ..inference import largest_batch
     from ..speed import data_parallel_inference, data_parallel_training, generation
 
     card = find_gpu(args.gpu)
-    for name, value in (("samples", args.samples), ("gpus-per-node", args.gpus_per_node), ("nodes", args.nodes)):
-        check_sizes(value, 1) if name != "samples" else check_sizes(1, value)
-    check_sizes(1, args.tokens)
+    for name, value in (("samples", args.samples), ("gpus_per_node", args.gpus_per_node), ("nodes", args.nodes),
+                        ("tokens", args.tokens)):
+        limits.check(name, value)
     model = resolve_model(args)
     if args.training:
         one = data_parallel_training(model.summary, card, args.samples, args.tokens, 1, 1, args.network)

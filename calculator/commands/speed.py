@@ -21,12 +21,10 @@ def run(args) -> int:
     from ..precision import normalize_dtype
     from ..speed import generation
 
-    from ..errors import CalculatorError
-    from ..inference import MAX_TOKENS
+    from .. import limits
 
-    for name, value in (("prompt", args.prompt), ("number of new tokens", args.new_tokens)):
-        if not 1 <= value <= MAX_TOKENS:
-            raise CalculatorError("bad_size", name=name, value=str(value)[:30], high=MAX_TOKENS)
+    for name, value in (("prompt", args.prompt), ("new_tokens", args.new_tokens)):
+        limits.check(name, value)
     card = find_gpu(args.gpu)
     model = resolve_model(args)
     dtypes = [normalize_dtype(d) for d in args.dtypes]
