@@ -18,12 +18,12 @@ class CalculatorError(Exception):
 
     def __init__(self, code: str, **params: object) -> None:
         self.code = code
-        self.params = {key: value if isinstance(value, Grouped) else str(value) for key, value in params.items()}
+        self.params = {key: value if hasattr(value, "shown") else str(value) for key, value in params.items()}
         super().__init__(self.message("en"))
 
     def shown_params(self, lang: str = "en") -> dict[str, str]:
         """The parameters as the message in `lang` writes them."""
-        return {key: value.shown(lang) if isinstance(value, Grouped) else value for key, value in self.params.items()}
+        return {key: value.shown(lang) if hasattr(value, "shown") else value for key, value in self.params.items()}
 
     def message(self, lang: str = "en") -> str:
         from .messages import text

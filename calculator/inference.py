@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 import math
 
+from . import limits
 from .activations import Phase, forward_phases
 from .architecture import ArchSpec
 from .errors import CalculatorError
@@ -37,8 +38,8 @@ MODES = ("generate", "loglikelihood", "forward")
 CACHES = ("dynamic", "static", "legacy")
 KV_LAYOUTS = ("transformers", "expanded")
 COMPUTE_DTYPES = ("float32", "float16", "bfloat16")
-MAX_TOKENS = 10**8  # far beyond any context window: protects the arithmetic, not the user
-MAX_BATCH = 10**6
+MAX_TOKENS = limits.high("context")  # far beyond any context window: protects the arithmetic, not the user
+MAX_BATCH = limits.high("batch")
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,7 @@ def kv_dtype_for(dtype: str, kv_dtype: str | None) -> str:
 
 
 def check_sizes(batch: object, context: object) -> tuple[int, int]:
-    for name, value, high in (("batch", batch, MAX_BATCH), ("context", context, MAX_TOKENS)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-            raise CalculatorError("bad_size", name=name, value=str(value)[:30], high=high)
-    return batch, context
+    return limits.check("batch", batch), limits.check("context", context)
 
 
 def check_positions(spec: ArchSpec, tokens: int) -> int:

@@ -15,6 +15,10 @@ Every wording PyTorch's caching allocator has written (c10/cuda/CUDACachingAlloc
   capped       "... of which 244.64 GiB is free. 1.05 GiB allowed; Of the allocated memory ..."
                (torch.cuda.set_per_process_memory_fraction)
   any 2.x      "with X allocated in private pools (e.g., CUDA Graphs)," inside the last sentence
+  MPS          "MPS backend out of memory (MPS allocated: 9.57 GiB, other allocations: 17.35 GiB, max
+               allowed: 27.20 GiB). Tried to allocate 292.50 MiB on private pool." (before 2.3 the
+               same sizes were labelled GB and MB, and were already binary: a 16 GB Mac's cap reads
+               18.13 in both)
   XPU          "XPU out of memory. ... GPU 0 has a total capacity of 15.11 GiB. Of the allocated
                memory ..." (no free figure)
 Sizes are PyTorch's format_size: "N bytes", then KiB, MiB, GiB with two decimals. ROCm says
@@ -54,12 +58,14 @@ _ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by
 _PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")
 _UNALLOCATED = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated")
 _ALLOWED = re.compile(r"is free\.\s{0,3}" + _SIZE + r" allowed;")  # set_per_process_memory_fraction's cap
+_MPS = re.compile(r"MPS backend out of memory \(MPS allocated: " + _SIZE + r", other allocations: " + _SIZE
+                  + r", max allowed: " + _SIZE + r"\)\.\s{0,3}Tried to allocate " + _SIZE)
 _MENTIONS_OOM = re.compile(r"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY", re.IGNORECASE)
 
 # The wordings above, oldest first: what `OomReport.wording` says.
-WORDINGS = ("cached", "reserved", "processes", "this_process", "no_free")
+WORDINGS = ("cached", "reserved", "processes", "this_process", "no_free", "mps")
 # What the wording says of the PyTorch that wrote it.
-GENERATIONS = ("1.0-1.3", "1.4-2.0", "2.1", "2.2+")
+GENERATIONS = ("1.0-1.3", "1.4-2.0", "2.1", "2.2+", "mps")
 
 
 def _bytes(number: str, unit: str) -> int:
@@ -160,6 +166,9 @@ def parse(text: object) -> OomReport | None:
     if not isinstance(text, str):
         return None
     text = " ".join(text[-MAX_CHARS:].split())  # wrapped lines and indentation do not matter
+    mps = list(_MPS.finditer(text))
+    if mps:
+        return _mps(mps[-1].groups())
     requests = list(_REQUEST.finditer(text))
     if not requests:
         return None
@@ -174,6 +183,19 @@ def parse(text: object) -> OomReport | None:
                          _bytes(g[7], g[8]), wording="cached" if g[9] == "cached" else "reserved",
                          generation="1.0-1.3" if g[9] == "cached" else "1.4-2.0")
     return _sentences(requested, rest)
+
+
+def _binary(number: str, unit: str) -> int:
+    """An MPS size: its "GB" and "MB" were binary units printed with decimal names."""
+    return _bytes(number, {"GB": "GiB", "MB": "MiB", "KB": "KiB", "kB": "KiB"}.get(unit, unit))
+
+
+def _mps(g: tuple[str, ...]) -> OomReport:
+    """Apple's MPS allocator: the cap (recommended working set × PYTORCH_MPS_HIGH_WATERMARK_RATIO),
+    PyTorch's tensors and what else the process holds on the GPU; no free figure."""
+    allocated, other, allowed, requested = (_binary(g[i], g[i + 1]) for i in range(0, 8, 2))
+    return OomReport("current", "MPS", requested, allowed, None, allocated, allocated,
+                     process_in_use=allocated + other, allowed=allowed, wording="mps", generation="mps")
 
 
 def _sentences(requested: int, rest: str) -> OomReport | None:
@@ -232,6 +254,8 @@ def _fit_cause(report: OomReport) -> Cause:
     """Fragmentation or too big: which one the free and reserved-but-unallocated figures prove."""
     unallocated, requested, allocated = report.reserved_unallocated, report.requested, report.allocated
     needed = allocated + requested
+    if report.wording == "mps":
+        return _mps_cause(report)
     if report.allowed is not None and report.reserved + requested > report.allowed - printing_slack(report.allowed):
         # the allocator refuses what would take its reserve past the cap (as printed, to two decimals)
         params = {"needed": report.reserved + requested, "allowed": report.allowed, "reserved": report.reserved,
@@ -252,6 +276,19 @@ def _fit_cause(report: OomReport) -> Cause:
     outside = report.outside_pytorch  # total − outside ≤ allocated + reclaimable < needed, in any message
     return Cause("too_big", {"needed": needed, "available": report.total - outside, "outside": outside,
                              "total": report.total, "allocated": allocated, "requested": requested})
+
+
+def _mps_cause(report: OomReport) -> Cause:
+    """MPS refuses what would take the process's GPU allocations past the cap."""
+    needed = report.process_in_use + report.requested
+    params = {"needed": needed, "allowed": report.allowed, "allocated": report.allocated,
+              "other": report.process_in_use - report.allocated, "requested": report.requested}
+    if needed > report.allowed:
+        return Cause("memory_fraction", params, "mps")
+    if needed > report.allowed - printing_slack(report.allowed):
+        return Cause("memory_fraction", params, "mps_rounded")
+    # under the cap: something outside the process held the memory (the message cannot say what)
+    return Cause("unknown_free", {"needed": report.allocated + report.requested, "total": report.allowed})
 
 
 def read(text: object) -> Reading:

@@ -18,13 +18,13 @@ from .gpus import Gpu
 from .llama_cpp import SERVER_SLOTS, kv_cache
 from .inference import check_positions, inference_memory, kv_bytes_per_token
 from .parallel import check_degree, pipeline_split, tensor_parallel
-from .serving import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, MAX_TOKENS, MAX_USERS, SGLANG_START_BYTES, SGLANG_VERSION,
+from . import limits
+from .serving import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, SGLANG_START_BYTES, SGLANG_VERSION,
                       VLLM_UTILIZATION, VLLM_VERSION, check_count, check_engine, check_fraction, concurrency,
                       default_limits, kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
                       max_sequences, non_torch_bytes, profile_peak, sequence_blocks, serving_weights,
                       sglang_fraction, weights_per_gpu)
 
-MAX_GPUS = 4096
 MAX_OFFLOAD_GIB = 4096
 # Why a deployment does not serve its users: no room left for a cache, one sequence of the
 # context does not fit in the pool (vLLM refuses to start), the engine asks for more than the
@@ -178,20 +178,21 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
         raise CalculatorError("serve_no_decoder", model_type=getattr(spec, "model_type", "") or model.name[:40])
     if tensor is None:
         tensor = gpus or 1
-    gpus = tensor if gpus is None else check_count("number of GPUs", gpus, MAX_GPUS)
+    gpus = tensor if gpus is None else limits.check("gpus", gpus)
     tensor = check_degree(spec, tensor)
     if gpus % tensor:
         raise CalculatorError("serve_gpus_multiple", gpus=gpus, tensor=tensor)
-    context = check_positions(spec, check_count("context", spec.max_positions if context is None else context,
-                                                MAX_TOKENS))
-    users = check_count("number of users", users, MAX_USERS)
+    context = check_positions(spec, limits.check("context", spec.max_positions if context is None else context))
+    users = limits.check("users", users)
     shared_prefix = check_count("shared prefix", shared_prefix, context, low=0)
     if isinstance(cpu_offload_gib, bool) or not isinstance(cpu_offload_gib, (int, float)) \
             or not 0 <= cpu_offload_gib <= MAX_OFFLOAD_GIB:
         raise CalculatorError("bad_offload", value=str(cpu_offload_gib)[:30], high=MAX_OFFLOAD_GIB)
     default_batched, default_seqs = default_limits(card.total_bytes, card.key, usage)
-    batched = check_count("max_num_batched_tokens", max_num_batched_tokens or default_batched, MAX_TOKENS)
-    seqs = min(check_count("max_num_seqs", max_num_seqs or default_seqs, 10**6), batched)
+    # None: the engine's default; 0 is a value like any other, and refused (vLLM refuses it too)
+    batched = limits.check("max_num_batched_tokens",
+                           default_batched if max_num_batched_tokens is None else max_num_batched_tokens)
+    seqs = min(limits.check("max_num_seqs", default_seqs if max_num_seqs is None else max_num_seqs), batched)
     if utilization is None:
         utilization = VLLM_UTILIZATION if engine == "vllm" else sglang_fraction(card.memory_bytes, tensor)
     utilization = check_fraction(utilization)

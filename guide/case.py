@@ -18,22 +18,22 @@ import math
 from calculator import catalog
 from calculator.errors import CalculatorError
 from calculator.gpus import Gpu, gpu, gpus
-from calculator.inference import MAX_BATCH, MAX_TOKENS
+from calculator.limits import high
 from calculator.model import Model
 from calculator.precision import DTYPES, normalize_dtype
 from calculator.quantization import is_format
-from calculator.serving import MAX_TENSOR, MAX_USERS
+from calculator.serving import MAX_TENSOR
 from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS
 from calculator.workloads import WORKLOADS, workload_for
 
-MAX_ITEMS = 999_999_999  # items a job processes (sequences, images, 30 s windows, prompts)
 # Every name the case may take in a URL, in the order the bar shows them.
 CASE_PARAMS = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequence", "method", "precision",
                "optimizer", "checkpointing", "users", "context", "tensor", "workload", "items")
-# users, context, tensor: the serving chapter's question (sequences served at once, tokens per
-# sequence with prompt and answer, tensor-parallel size), with the serving engine's own limits
-WHOLE_NUMBERS = {"batch": MAX_BATCH, "prompt": MAX_TOKENS, "new_tokens": MAX_TOKENS, "sequence": MAX_TOKENS,
-                 "users": MAX_USERS, "context": MAX_TOKENS, "tensor": MAX_TENSOR, "items": MAX_ITEMS}
+# The engine's own bounds (calculator/limits.py): the case bar, the overrides and the CLI refuse the
+# same values. users, context, tensor: the serving chapter's question (sequences served at once,
+# tokens per sequence with prompt and answer, tensor-parallel size; the serving layouts go to 16).
+WHOLE_NUMBERS = {name: high(name) for name in ("batch", "prompt", "new_tokens", "sequence", "users", "context",
+                                               "items")} | {"tensor": MAX_TENSOR}
 STEPS = {"batch": 1, "users": 1, "tensor": 1, "items": 1000}  # the case bar's step for a whole number (others: 128)
 # workload "auto": the one the model's architecture implies (calculator/workloads.py)
 CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING,

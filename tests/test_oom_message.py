@@ -248,3 +248,24 @@ def test_nvml_misreporting_this_process_gives_no_reading_outside_pytorch():
     r = parse(NVML_ZERO)
     assert r.process_in_use == 0 and r.this_process_outside_pytorch is None
     assert r.generation == "2.2+" and parse(TORCH_2_1).generation == "2.1" and parse(TORCH_1_0).generation == "1.0-1.3"
+
+
+# Comfy-Org/ComfyUI#7440 (GiB labels) and pharmapsychotic/clip-interrogator-ext#74 (torch before 2.3: "GB", binary)
+MPS = ("MPS backend out of memory (MPS allocated: 9.57 GiB, other allocations: 17.35 GiB, max allowed: 27.20 GiB). "
+       "Tried to allocate 292.50 MiB on private pool. Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit "
+       "for memory allocations (may cause system failure).")
+MPS_OLD = ("RuntimeError: MPS backend out of memory (MPS allocated: 6.04 GB, other allocations: 1.04 GB, max allowed: "
+           "6.77 GB). Tried to allocate 459.07 MB on private pool.")
+
+
+def test_apple_mps_messages_name_the_cap():
+    r = parse(MPS)
+    assert (r.wording, r.device, r.total, r.allocated) == ("mps", "MPS", round(27.20 * GIB), round(9.57 * GIB))
+    assert r.this_process_outside_pytorch == round(17.35 * GIB)
+    # 9.57 + 17.35 GiB + 292.50 MiB = 27.21 GiB > 27.20 GiB allowed
+    cause = read(MPS).causes[0]
+    assert cause.key == "memory_fraction_mps"
+    assert cause.params["needed"] == round(9.57 * GIB) + round(17.35 * GIB) + round(292.50 * MIB) > round(27.20 * GIB)
+    old = parse(MPS_OLD)  # "GB" there is GiB: 6.04 + 1.04 GiB + 459.07 MiB = 7.53 GiB > 6.77 GiB
+    assert (old.allocated, old.requested) == (round(6.04 * GIB), round(459.07 * MIB))
+    assert read(MPS_OLD).causes[0].key == "memory_fraction_mps"

@@ -35,7 +35,7 @@ sizes = st.integers(min_value=0, max_value=200 * GIB)
 def messages(draw, figures=None):
     """A message; `figures`, when given, receives the sizes it was written from."""
     figures = {} if figures is None else figures
-    wording = draw(st.sampled_from(["cached", "reserved", "processes", "this_process", "no_free"]))
+    wording = draw(st.sampled_from(["cached", "reserved", "processes", "this_process", "no_free", "mps"]))
     total = draw(st.integers(min_value=GIB, max_value=200 * GIB))
     allocated = draw(st.integers(min_value=0, max_value=total))
     unallocated = draw(st.integers(min_value=0, max_value=total - allocated))
@@ -45,6 +45,11 @@ def messages(draw, figures=None):
     others = draw(st.lists(st.integers(min_value=MIB, max_value=total), max_size=3))
     pools = draw(st.sampled_from([0, 0, draw(st.integers(min_value=0, max_value=allocated))]))
     figures.update(requested=requested, total=total, allocated=allocated, unallocated=unallocated, free=free)
+    if wording == "mps":  # the cap, PyTorch's tensors, the process's other GPU allocations; then the request
+        figures.update(free=None, unallocated=0)
+        return (f"MPS backend out of memory (MPS allocated: {format_size(allocated)}, other allocations: "
+                f"{format_size(context)}, max allowed: {format_size(total)}). Tried to allocate "
+                f"{format_size(requested)} on private pool.")
     head = f"{draw(st.sampled_from(['CUDA', 'HIP']))} out of memory. Tried to allocate {format_size(requested)}"
     if wording in ("cached", "reserved"):
         word = "cached" if wording == "cached" else "reserved in total by PyTorch"
@@ -86,6 +91,13 @@ def check(cause, r) -> None:
         assert p["needed"] == p["reserved"] + p["requested"] == r.reserved + r.requested > p["allowed"] == r.allowed
     elif cause.key == "memory_fraction_rounded":  # at the cap within the printing's half digit
         assert r.allowed - printing_slack(r.allowed) < p["needed"] == r.reserved + r.requested <= r.allowed
+    elif cause.key in ("memory_fraction_mps", "memory_fraction_mps_rounded"):
+        assert p["needed"] == p["allocated"] + p["other"] + p["requested"] == r.own_process + r.requested
+        assert p["other"] >= 0 and p["allowed"] == r.allowed == r.total
+        if cause.key == "memory_fraction_mps":
+            assert p["needed"] > p["allowed"]
+        else:
+            assert p["allowed"] - printing_slack(p["allowed"]) < p["needed"] <= p["allowed"]
     elif cause.key == "free_now":
         assert p["free"] == r.free >= p["requested"] == r.requested
     elif cause.key == "huge_request":
@@ -113,8 +125,9 @@ def test_every_stated_comparison_is_true(message):
     first = reading.causes[0].code
     verdicts = ("fragmentation", "too_big", "unknown_free", "memory_fraction")
     assert first in verdicts and sum(c.code in verdicts for c in reading.causes) == 1
-    assert (first == "memory_fraction") == (r.allowed is not None and r.reserved + r.requested
-                                             > r.allowed - printing_slack(r.allowed))
+    if r.wording != "mps":
+        assert (first == "memory_fraction") == (r.allowed is not None and r.reserved + r.requested
+                                                 > r.allowed - printing_slack(r.allowed))
     if r.free is not None and first != "memory_fraction":  # the two verdicts split on one comparison
         assert (first == "fragmentation") == (r.free + r.reserved_unallocated >= r.requested)
 
@@ -126,7 +139,9 @@ def test_figures_are_read_as_printed(data):
     r = read(data.draw(messages(figures))).report
     assert (r.requested, r.total, r.allocated) == tuple(printed(figures[k]) for k in ("requested", "total", "allocated"))
     assert r.free == (None if figures["free"] is None else printed(figures["free"]))
-    if r.wording in ("cached", "reserved"):  # the parenthesis prints the reserved total
+    if r.wording == "mps":  # MPS prints no reserve apart from what is allocated
+        assert r.reserved == r.allocated
+    elif r.wording in ("cached", "reserved"):  # the parenthesis prints the reserved total
         assert r.reserved == printed(figures["allocated"] + figures["unallocated"])
     else:  # the sentences print what is reserved but unallocated
         assert r.reserved - r.allocated == printed(figures["unallocated"])

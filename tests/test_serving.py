@@ -109,7 +109,7 @@ def test_context_beyond_the_models_positions_is_refused():
     ({"gpus": 6, "tensor": 4}, "serve_gpus_multiple"),
     ({"utilization": 0}, "bad_fraction"),
     ({"utilization": 1.2}, "bad_fraction"),
-    ({"users": 0}, "bad_size"),
+    ({"users": 0}, "out_of_range"),
     ({"kv_dtype": "int4"}, "unknown_choice"),
     ({"dtype": "float64"}, "unknown_dtype"),
     ({"engine": "tgi"}, "unknown_choice"),

@@ -439,7 +439,7 @@ def test_ddp_never_needs_more_than_one_gpu_or_never_fits():
     (Layout(64, pipeline=64), "pipeline_layers"),
     (Layout(2, offload_optimizer=True), "offload_needs_zero"),
     (Layout(2, zero=2, offload_optimizer=True, offload_parameters=True), "param_offload_needs_zero3"),
-    (Layout(0), "bad_size"),
+    (Layout(0), "out_of_range"),
 ])
 def test_bad_layouts_say_what_to_do(layout, code):
     summary, spec = catalog.stored_summary("llama-2-7b"), catalog.stored_spec("llama-2-7b")

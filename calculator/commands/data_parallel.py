@@ -23,14 +23,14 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from ..inference import check_sizes
+    from .. import limits
     from ..precision import normalize_dtype
     from ..verdicts import data_parallel_answer
 
     card = find_gpu(args.gpu)
-    for name, value in (("samples", args.samples), ("gpus-per-node", args.gpus_per_node), ("nodes", args.nodes)):
-        check_sizes(value, 1) if name != "samples" else check_sizes(1, value)
-    check_sizes(1, args.tokens)
+    for name, value in (("samples", args.samples), ("gpus_per_node", args.gpus_per_node), ("nodes", args.nodes),
+                        ("tokens", args.tokens)):
+        limits.check(name, value)
     dtype = normalize_dtype(args.dtype)
     model = resolve_model(args)
     answer = data_parallel_answer(model, card, args.samples, args.tokens, args.gpus_per_node, args.nodes,

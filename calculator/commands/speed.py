@@ -43,18 +43,17 @@ def _workload(args, spec) -> str:
 
 
 def run(args) -> int:
+    from .. import limits
     from ..budget import Budget
-    from ..errors import CalculatorError
-    from ..inference import MAX_TOKENS, check_sizes
+    from ..inference import check_sizes
     from ..precision import normalize_dtype
     from ..verdicts import speed_answer
     from ..workload_speed import against_ceiling, check_measured, workload_speed
     from ..workloads import shape
 
-    for name, value in (("prompt", args.prompt), ("number of new tokens", args.new_tokens),
-                        ("sequence", args.sequence), ("encoder", args.encoder or 1)):
-        if not 1 <= value <= MAX_TOKENS:
-            raise CalculatorError("bad_size", name=name, value=str(value)[:30], high=MAX_TOKENS)
+    for name, value in (("prompt", args.prompt), ("new_tokens", args.new_tokens), ("sequence", args.sequence),
+                        ("encoder", args.encoder or 1)):
+        limits.check(name, value)
     card = find_gpu(args.gpu)
     model = resolve_model(args)
     workload = _workload(args, model.spec)

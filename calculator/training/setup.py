@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import limits
 from ..architecture import ArchSpec
 from ..errors import CalculatorError
 
@@ -24,9 +25,9 @@ STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "tensor", "pipe
 ZERO_STAGES = (0, 1, 2, 3)
 ALL_LINEAR = "all-linear"
 
-MAX_TOKENS = 10**7
-MAX_BATCH = 10**5
-MAX_GPUS = 100_000
+MAX_TOKENS = limits.high("sequence")
+MAX_BATCH = limits.high("micro_batch")
+MAX_GPUS = limits.high("gpus")
 MAX_RANK = 65_536
 GPUS_PER_NODE = 8  # tensor parallelism stays inside a node (NVLink)
 
@@ -139,16 +140,16 @@ def check_setup(setup: TrainingSetup) -> None:
     _choice("optimizer implementation", setup.optimizer_impl, OPTIMIZER_IMPLS)
     _choice("device", setup.device, DEVICES)
     _choice("adapter dtype", setup.adapter_dtype, ADAPTER_DTYPES)
-    _whole("micro-batch", setup.micro_batch, MAX_BATCH)
-    _whole("sequence", setup.sequence, MAX_TOKENS)
-    _whole("gradient accumulation", setup.gradient_accumulation, 10_000)
+    limits.check("micro_batch", setup.micro_batch)
+    limits.check("sequence", setup.sequence)
+    limits.check("gradient_accumulation", setup.gradient_accumulation)
     _whole("LoRA rank", setup.lora_rank, MAX_RANK)
 
 
 def check_layout(layout: Layout, spec: ArchSpec) -> None:
-    _whole("number of GPUs", layout.gpus, MAX_GPUS)
-    _whole("tensor parallel size", layout.tensor, MAX_GPUS)
-    _whole("pipeline parallel size", layout.pipeline, MAX_GPUS)
+    limits.check("gpus", layout.gpus)
+    limits.check("tensor", layout.tensor)
+    limits.check("pipeline", layout.pipeline)
     _choice("ZeRO stage", layout.zero, ZERO_STAGES)
     _choice("accounting", layout.accounting, ACCOUNTINGS)
     if layout.gpus % (layout.tensor * layout.pipeline):

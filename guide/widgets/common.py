@@ -10,6 +10,7 @@ from calculator import catalog
 from calculator.model import Model, catalog_model
 from calculator.gpus import Gpu, gpus
 from calculator.precision import DTYPES
+from guide.case import WHOLE_NUMBERS
 from guide.widgets import Context, gpu_name
 
 
@@ -53,7 +54,7 @@ class Inputs:
         return self.prompt + self.new_tokens
 
 
-OVERRIDE_NUMBERS = {"batch": 4096, "prompt": 1_048_576, "new_tokens": 1_048_576, "sequence": 1_048_576}
+OVERRIDE_NUMBERS = WHOLE_NUMBERS  # a calculator's own override takes what the case bar takes
 
 
 def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[str, str] | None = None,
