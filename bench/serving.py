@@ -138,6 +138,10 @@ def main() -> None:
     print("Runs not compared:\n")
     for row in skipped_rows():
         print(f"- {row['id']} ({row['model']}): {row['skip']}")
+    print()
+    from bench import serving_current
+
+    serving_current.main()
 
 
 if __name__ == "__main__":

@@ -57,9 +57,9 @@ VLLM_UTILIZATIONS = {"0.19": 0.9, VLLM_CURRENT: 0.92}
 VLLM_UTILIZATION = VLLM_UTILIZATIONS[VLLM_CURRENT]
 # Measured, not derived: vLLM's "Estimated CUDA graph memory: X GiB total" with its default
 # capture sizes (51 piecewise up to 512, 35 full up to 256) on one GPU for an 8B model: 0.52 GiB
-# (LMCache#3430, vLLM 0.21.0, Qwen3-8B on an RTX A5000). Published estimates range from 0.17 to
-# 0.65 GiB on dense and MoE models with default or smaller capture sizes, and 4.4 GiB for one
-# FP4 model at TP2 (bench/data/serving_logs_current.json). --enforce-eager captures none.
+# (LMCache#3430, vLLM 0.21.0, Qwen3-8B on an RTX A5000). Other published estimates: 0.13 to
+# 0.58 GiB (smaller capture sizes, TP2 to TP4), 2.2 GiB (a MoE with a draft model, TP4), 4.3 GiB
+# (an FP4 model, TP2): bench/data/serving_logs_current.json. --enforce-eager captures none.
 CUDA_GRAPH_BYTES = round(0.5 * GIB)
 KV_DTYPES = ("auto", "float32", "float16", "bfloat16", "float8")
 

@@ -87,3 +87,19 @@ def test_the_cli_takes_the_flags_and_says_the_version():
     for args in (("--engine-version", "0.2"), ("--kv-cache-memory-bytes", "-1")):
         bad = cli("serve", "llama-3.1-8b", "--gpu", "h100", *args)
         assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+
+
+def test_current_version_is_compared_with_published_logs():
+    """At least five published start-up logs of the current accounting, each with its source,
+    version and flags; on the cards of gpus.toml the engine's own "equivalent share" line gives
+    back the card's total memory within the rounding of the printed figures."""
+    from bench.serving_current import checks, rows
+
+    assert len(rows()) >= 5
+    for row in rows():
+        assert row["source_url"].startswith("https://github.com/") and row["engine_version"] and row["flags"]
+        assert row["kv_skip"] and row["quote"]
+    on_cards = [c for c in checks() if c.card_total_gib is not None]
+    assert len(on_cards) >= 3 and all(c.within_rounding for c in on_cards), [(c.id, c.error) for c in on_cards]
+    default_capture = [c for c in checks() if "default capture" in c.capture]
+    assert default_capture and all(abs(CUDA_GRAPH_BYTES / GIB / c.logged_gib - 1) < 0.1 for c in default_capture)
