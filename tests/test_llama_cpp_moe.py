@@ -69,3 +69,19 @@ def test_the_planner_prints_the_faster_command():
     # everything fits: -ngl puts it all on the GPU, nothing to gain from the experts' flag
     small = plan_llama_cpp(model.summary, model.spec, gpu("h100"), "Q4_K", 8192)
     assert small.all_on_gpu and small.better == "ngl"
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_chapter_quotes_what_the_planner_answers(lang):
+    """The cpu-offloading chapter's example (Qwen3-30B-A3B, Q8_0, RTX 4090, -c 8192) is the
+    planner's answer, in both languages."""
+    from tests.conftest import ROOT
+
+    model = catalog_model("qwen3-30b-a3b")
+    plan = plan_llama_cpp(model.summary, model.spec, gpu("rtx4090"), "Q8_0", 8192)
+    text = (ROOT / "content" / lang / "cpu-offloading.md").read_text(encoding="utf-8")
+    assert plan.better == "n-cpu-moe"
+    assert f"`--n-cpu-moe {plan.moe.n_cpu_moe}`" in text and f"`-ngl {plan.ngl}`" in text
+    against = {"en": "against", "fr": "contre"}[lang]
+    assert f"{plan.moe.tokens_per_second:.0f} tokens/s" in text
+    assert f"{against} {plan.tokens_per_second:.0f}" in text
