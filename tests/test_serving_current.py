@@ -103,3 +103,25 @@ def test_current_version_is_compared_with_published_logs():
     assert len(on_cards) >= 3 and all(c.within_rounding for c in on_cards), [(c.id, c.error) for c in on_cards]
     default_capture = [c for c in checks() if "default capture" in c.capture]
     assert default_capture and all(abs(CUDA_GRAPH_BYTES / GIB / c.logged_gib - 1) < 0.1 for c in default_capture)
+
+
+HOSTILE = {
+    "llama.cpp: huge context": ["--engine", "llama.cpp", "--context", "99999999999"],
+    "llama.cpp: no slots": ["--engine", "llama.cpp", "--slots", "0"],
+    "llama.cpp: absurd slots": ["--engine", "llama.cpp", "--slots", "9" * 400],
+    "llama.cpp: negative -ngl": ["--engine", "llama.cpp", "--gpu-layers", "-1"],
+    "llama.cpp: unknown cache type": ["--engine", "llama.cpp", "--cache-type", "q3_k"],
+    "vllm: 1e99 pool": ["--kv-cache-memory-bytes", "1e99"],
+    "vllm: 400-digit pool": ["--kv-cache-memory-bytes", "9" * 400],
+    "vllm: unknown usage context": ["--usage-context", "<b>x</b>"],
+    "vllm: unknown version": ["--engine-version", "latest"],
+    "vllm: context beyond the model": ["--context", "99999999"],
+}
+
+
+@pytest.mark.parametrize("args", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_serve_flags_get_one_clear_line(args):
+    out = cli("serve", "llama-3.1-8b", "--gpu", "h100", *args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr + out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
