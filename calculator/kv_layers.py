@@ -32,23 +32,37 @@ from .architecture import ArchSpec
 
 @dataclass(frozen=True)
 class CacheLayer:
-    """One self-attention layer: numbers one token adds to its keys and to its values."""
+    """One self-attention layer: what one token adds to its keys and to its values."""
 
     kind: str  # "full", "sliding" or "mla"
-    k_values: int  # key/value heads x key size (MLA: the latent and the rotary key part together)
-    v_values: int  # key/value heads x value size (MLA: 0, the values are read from the latent)
+    kv_heads: int  # MLA: 1, the latent every head shares
+    k_dim: int  # per head (MLA: the latent and the rotary key part together)
+    v_dim: int  # per head (MLA: 0, the values are read from the latent)
     window: int | None = None
+
+    @property
+    def k_values(self) -> int:
+        return self.kv_heads * self.k_dim
+
+    @property
+    def v_values(self) -> int:
+        return self.kv_heads * self.v_dim
 
     @property
     def values_per_token(self) -> int:
         return self.k_values + self.v_values
 
+    def heads_per_gpu(self, tensor: int) -> int:
+        """Key/value heads one tensor-parallel rank keeps: split, never fewer than one (replicated
+        when there are fewer heads than GPUs); MLA's one latent is never split."""
+        return self.kv_heads if self.kind == "mla" else max(1, self.kv_heads // tensor)
+
 
 def layer_of(spec: ArchSpec, group) -> CacheLayer:
     if spec.mla_expanded_dim:  # architecture.py stores MLA as one head of (latent, rotary part)
-        return CacheLayer("mla", group.kv_heads * (group.k_dim + group.v_dim), 0, None)
+        return CacheLayer("mla", group.kv_heads, group.k_dim + group.v_dim, 0, None)
     kind = "sliding" if group.window is not None else "full"
-    return CacheLayer(kind, group.kv_heads * group.k_dim, group.kv_heads * group.v_dim, group.window)
+    return CacheLayer(kind, group.kv_heads, group.k_dim, group.v_dim, group.window)
 
 
 def cache_layers(spec: ArchSpec) -> tuple[CacheLayer, ...]:

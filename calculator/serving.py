@@ -192,15 +192,13 @@ def kv_groups(spec: ArchSpec, tensor: int = 1, kv_bytes: int = 2) -> tuple[KvGro
     the rarest kind has, so 21 + 21 layers make 2 groups of 21."""
     if not spec.has_kv_cache or spec.kind != "decoder":
         raise CalculatorError("serve_no_decoder", model_type=spec.model_type or spec.kind)
+    from .kv_layers import cache_layers
+
     kinds: dict[tuple[str, int | None], tuple[int, int]] = {}
-    for group in spec.attention:
-        if is_mla(spec):  # one latent (kv_lora_rank + qk_rope_head_dim) per token, no x 2
-            kind, page = "mla", BLOCK_TOKENS * (group.k_dim + group.v_dim) * kv_bytes
-        else:
-            kind = "sliding" if group.window is not None else "full"
-            page = BLOCK_TOKENS * max(1, group.kv_heads // tensor) * (group.k_dim + group.v_dim) * kv_bytes
-        layers, _ = kinds.get((kind, group.window), (0, page))
-        kinds[(kind, group.window)] = (layers + group.layers, page)
+    for layer in cache_layers(spec):  # the one description of what each layer caches
+        page = BLOCK_TOKENS * layer.heads_per_gpu(tensor) * (layer.k_dim + layer.v_dim) * kv_bytes
+        layers, _ = kinds.get((layer.kind, layer.window), (0, page))
+        kinds[(layer.kind, layer.window)] = (layers + 1, page)
     if len(kinds) == 1:
         (kind, window), (layers, page) = next(iter(kinds.items()))
         return (KvGroup(kind, layers, page, window),)
