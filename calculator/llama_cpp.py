@@ -170,11 +170,12 @@ class KvCache:
 
 
 def kv_cache(spec, context: int, cache_type_k: str = "f16", cache_type_v: str = "f16", slots: int = SERVER_SLOTS,
-             unified: bool = True, swa_full: bool = False) -> KvCache:
+             unified: bool = True, swa_full: bool = False, config: dict | None = None) -> KvCache:
     """llama.cpp's cache over the layers of kv_layers.cache_layers: `context` (-c) padded to
     256 cells, shared by the slots (unified) or split into one stream per slot; a sliding
     layer keeps swa_cells per stream when llama.cpp runs the architecture with sliding-window
-    attention (SWA_FAMILIES) and --swa-full is off; MLA keeps its latent in K and no V."""
+    attention (SWA_FAMILIES) and --swa-full is off; MLA keeps its latent in K and no V; a
+    linear-attention layer (config's layer_types) keeps one float32 state per slot."""
     from .kv_layers import cache_layers
 
     cache_type_k, cache_type_v = check_cache_type(cache_type_k), check_cache_type(cache_type_v)
@@ -189,7 +190,10 @@ def kv_cache(spec, context: int, cache_type_k: str = "f16", cache_type_v: str = 
         n_ctx, streams = per_slot * slots, slots
     swa = spec.model_type in SWA_FAMILIES and not swa_full
     sizes = []
-    for layer in cache_layers(spec):
+    for layer in cache_layers(spec, config):
+        if layer.kind == "linear":  # llama_memory_recurrent: r and s in F32, one cell per sequence
+            sizes.append(slots * 4 * ((layer.conv_kernel - 1) * layer.conv_channels + layer.state_values))
+            continue
         cells = n_ctx
         if layer.kind == "sliding" and swa:
             cells = streams * swa_cells(layer.window, per_slot, slots, unified)
@@ -198,15 +202,16 @@ def kv_cache(spec, context: int, cache_type_k: str = "f16", cache_type_v: str = 
     return KvCache(n_ctx, per_slot, streams, tuple(sizes))
 
 
-def _kv_per_layer(spec, context: int, cache_type: str) -> tuple[int, ...]:
+def _kv_per_layer(spec, context: int, cache_type: str, config: dict | None = None) -> tuple[int, ...]:
     """K and V bytes of each layer under llama-server's defaults (4 slots, unified cache)."""
-    sizes = kv_cache(spec, context, cache_type, cache_type).layer_bytes
+    sizes = kv_cache(spec, context, cache_type, cache_type, config=config).layer_bytes
     if len(sizes) != spec.layers:  # layers without a cache (or not described): spread the total
         return _spread(sum(sizes), spec.layers)
     return sizes
 
 
-def gguf_layout(summary, spec, gguf_type: str, context: int, cache_type: str = "f16") -> GgufLayout:
+def gguf_layout(summary, spec, gguf_type: str, context: int, cache_type: str = "f16",
+                config: dict | None = None) -> GgufLayout:
     """Bytes of each part of a decoder in one GGUF type, for a context of `context` tokens."""
     gguf_type = check_type(gguf_type)
     cache_type = check_cache_type(cache_type)
@@ -247,7 +252,7 @@ def gguf_layout(summary, spec, gguf_type: str, context: int, cache_type: str = "
            if spec.experts else spec.intermediate) or 4 * spec.hidden
     return GgufLayout(
         gguf_type, head_type, cache_type, context, cells, _spread(layers_weights, spec.layers),
-        _kv_per_layer(spec, context, cache_type), input_bytes, output_bytes,
+        _kv_per_layer(spec, context, cache_type, config), input_bytes, output_bytes,
         UBATCH * (spec.vocab + spec.hidden) * 4, UBATCH * (3 * ffn + 2 * spec.hidden) * 4,
         copy if not output_matrix else 0, _spread(layers_weights - unread, spec.layers),
         _spread(experts_weights, spec.layers) if experts_weights else (),
@@ -377,14 +382,14 @@ class LlamaCppPlan:
 
 
 def plan_llama_cpp(summary, spec, card: Gpu, gguf_type: str, context: int, cache_type: str = "f16",
-                   cpu_gbs: float = DEFAULT_CPU_GBS) -> LlamaCppPlan:
+                   cpu_gbs: float = DEFAULT_CPU_GBS, config: dict | None = None) -> LlamaCppPlan:
     """The largest -ngl for this card (Budget's limit: usable memory less the 5% headroom),
     what each side holds, and the decoding speed against everything on the GPU; for a mixture
     of experts, also the fewest --n-cpu-moe that fits, and which of the two decodes faster."""
     from .budget import Budget
 
     cpu_gbs = check_cpu_gbs(cpu_gbs)
-    layout = gguf_layout(summary, spec, gguf_type, context, cache_type)
+    layout = gguf_layout(summary, spec, gguf_type, context, cache_type, config)
     budget = Budget(card)
     best = split(layout, largest_ngl(layout, budget.limit_bytes))
     seconds, reference = decode_seconds(layout, best, card.bandwidth_gbs, cpu_gbs)

@@ -15,6 +15,7 @@ import math
 from .budget import FITS, TIGHT, TOO_BIG, Budget, reserved_bytes
 from .errors import CalculatorError
 from .gpus import Gpu
+from .kv_layers import has_linear_layers
 from .llama_cpp import SERVER_SLOTS, kv_cache
 from .inference import check_positions, inference_memory, kv_bytes_per_token
 from .parallel import check_degree, pipeline_split, tensor_parallel
@@ -208,6 +209,8 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     spec = model.spec
     if spec is None or not spec.has_kv_cache or spec.kind != "decoder":
         raise CalculatorError("serve_no_decoder", model_type=getattr(spec, "model_type", "") or model.name[:40])
+    if has_linear_layers(spec, model.config):
+        raise CalculatorError("serve_linear_attention", model_type=spec.model_type[:40])
     if tensor is None:
         tensor = gpus or 1
     gpus = tensor if gpus is None else check_count("number of GPUs", gpus, MAX_GPUS)
@@ -313,14 +316,14 @@ class LlamaCppCache:
 
 def llamacpp_cache(spec, n_ctx: int = 0, parallel: int = SERVER_SLOTS, cache_type_k: str = "f16",
                    cache_type_v: str = "f16", gpu_layers: int = 999, unified: bool = True,
-                   swa_full: bool = False) -> LlamaCppCache:
+                   swa_full: bool = False, config: dict | None = None) -> LlamaCppCache:
     """The KV buffer of `llama-server -c N -np P -ngl G` (llama_cpp.kv_cache, the one model of
     llama.cpp's cache; 0 = the model's training context). -ngl G puts the last G - 1 layers
     (and the output layer) on the GPU, with their cache; the others keep theirs in host memory."""
     if spec is None or spec.kind != "decoder" or not spec.has_kv_cache:
         raise CalculatorError("llama_cpp_decoder_only", kind=getattr(spec, "kind", "unknown"))
     cache = kv_cache(spec, n_ctx or spec.max_positions or 4096, cache_type_k, cache_type_v, parallel, unified,
-                     swa_full)
+                     swa_full, config)
     layers = len(cache.layer_bytes)
     if isinstance(gpu_layers, bool) or not isinstance(gpu_layers, int) or not 0 <= gpu_layers <= 999:
         raise CalculatorError("bad_size", name="-ngl", value=str(gpu_layers)[:30], high=999)

@@ -31,7 +31,7 @@ def run(args) -> int:
     if model.spec is None:
         raise CalculatorError("llama_cpp_decoder_only", kind="unknown")
     plan = plan_llama_cpp(model.summary, model.spec, card, args.type, args.context, args.cache_type,
-                          args.cpu_bandwidth)
+                          args.cpu_bandwidth, config=model.config)
     if args.json:
         print_json({"model": model.name, **plan.to_json()})
         return 0

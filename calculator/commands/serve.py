@@ -129,7 +129,7 @@ def run_llamacpp(args, model) -> int:
     from ..serving_plan import llamacpp_cache
 
     cache = llamacpp_cache(model.spec, args.context or 0, args.slots, args.cache_type, args.cache_type,
-                           gpu_layers=args.gpu_layers, unified=args.kv_unified)
+                           gpu_layers=args.gpu_layers, unified=args.kv_unified, config=model.config)
     command = llamacpp_command("model.gguf", context=cache.n_ctx, slots=args.slots, gpu_layers=args.gpu_layers,
                                cache_type_k=args.cache_type, cache_type_v=args.cache_type, unified=args.kv_unified)
     if args.json:

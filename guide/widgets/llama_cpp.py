@@ -29,7 +29,8 @@ def render(ctx: Context) -> None:
     cpu_gbs = c4.number_input(ctx.t("llama_cpp.cpu_gbs"), min_value=1.0, max_value=10_000.0, value=DEFAULT_CPU_GBS,
                               step=1.0, key="lc_cpu_gbs", bind="query-params", help=ctx.t("llama_cpp.cpu_gbs_help"))
     try:
-        plan = plan_llama_cpp(model.summary, model.spec, card, gguf_type, context, cache, float(cpu_gbs))
+        plan = plan_llama_cpp(model.summary, model.spec, card, gguf_type, context, cache, float(cpu_gbs),
+                              config=model.config)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx)
