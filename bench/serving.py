@@ -87,7 +87,8 @@ def compare(row: dict) -> Comparison:
     args = row["serve"]
     model = model_of(row["config"])
     plan = serve(model, gpu(args["gpu"]), engine=args["engine"], tensor=args["tensor"], dtype=args["dtype"],
-                 kv_dtype=args["kv_dtype"], context=args["context"], utilization=args["utilization"], layouts=False)
+                 kv_dtype=args["kv_dtype"], context=args["context"], utilization=args["utilization"], layouts=False,
+                 engine_version=args.get("engine_version", "0.19"))
     logged = row["logged"]
     weights = logged.get("weights_gib", logged.get("weights_gb", logged.get("weights_gb_per_gpu")))
     return Comparison(row["id"], row["model"], args["engine"], row["engine_version"].split(" ")[0], args["gpu"],
@@ -137,6 +138,10 @@ def main() -> None:
     print("Runs not compared:\n")
     for row in skipped_rows():
         print(f"- {row['id']} ({row['model']}): {row['skip']}")
+    print()
+    from bench import serving_current
+
+    serving_current.main()
 
 
 if __name__ == "__main__":

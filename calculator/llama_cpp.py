@@ -122,6 +122,8 @@ class GgufLayout:
     layers_buffer_bytes: int  # the compute buffer of the layers' own work
     tied_copy_bytes: int = 0  # the output slot's copy of tied embeddings (not in the file)
     layer_read_bytes: tuple[int, ...] = ()  # what one token reads of each layer (MoE: its experts only)
+    expert_bytes: tuple[int, ...] = ()  # the routed experts' tensors (ffn_*_exps) of each layer (MoE)
+    expert_read_bytes: tuple[int, ...] = ()  # what one token reads of them (experts_per_token of experts)
 
     @property
     def layers(self) -> int:
@@ -135,7 +137,8 @@ class GgufLayout:
     def to_json(self) -> dict:
         data = asdict(self)
         data.update(layer_bytes=list(self.layer_bytes), kv_bytes=list(self.kv_bytes), layers=self.layers,
-                    layer_read_bytes=list(self.layer_read_bytes), file_bytes=self.file_bytes)
+                    layer_read_bytes=list(self.layer_read_bytes), file_bytes=self.file_bytes,
+                    expert_bytes=list(self.expert_bytes), expert_read_bytes=list(self.expert_read_bytes))
         return data
 
 
@@ -167,11 +170,12 @@ class KvCache:
 
 
 def kv_cache(spec, context: int, cache_type_k: str = "f16", cache_type_v: str = "f16", slots: int = SERVER_SLOTS,
-             unified: bool = True, swa_full: bool = False) -> KvCache:
+             unified: bool = True, swa_full: bool = False, config: dict | None = None) -> KvCache:
     """llama.cpp's cache over the layers of kv_layers.cache_layers: `context` (-c) padded to
     256 cells, shared by the slots (unified) or split into one stream per slot; a sliding
     layer keeps swa_cells per stream when llama.cpp runs the architecture with sliding-window
-    attention (SWA_FAMILIES) and --swa-full is off; MLA keeps its latent in K and no V."""
+    attention (SWA_FAMILIES) and --swa-full is off; MLA keeps its latent in K and no V; a
+    linear-attention layer (config's layer_types) keeps one float32 state per slot."""
     from .kv_layers import cache_layers
 
     cache_type_k, cache_type_v = check_cache_type(cache_type_k), check_cache_type(cache_type_v)
@@ -186,7 +190,10 @@ def kv_cache(spec, context: int, cache_type_k: str = "f16", cache_type_v: str = 
         n_ctx, streams = per_slot * slots, slots
     swa = spec.model_type in SWA_FAMILIES and not swa_full
     sizes = []
-    for layer in cache_layers(spec):
+    for layer in cache_layers(spec, config):
+        if layer.kind == "linear":  # llama_memory_recurrent: r and s in F32, one cell per sequence
+            sizes.append(slots * 4 * ((layer.conv_kernel - 1) * layer.conv_channels + layer.state_values))
+            continue
         cells = n_ctx
         if layer.kind == "sliding" and swa:
             cells = streams * swa_cells(layer.window, per_slot, slots, unified)
@@ -195,15 +202,16 @@ def kv_cache(spec, context: int, cache_type_k: str = "f16", cache_type_v: str = 
     return KvCache(n_ctx, per_slot, streams, tuple(sizes))
 
 
-def _kv_per_layer(spec, context: int, cache_type: str) -> tuple[int, ...]:
+def _kv_per_layer(spec, context: int, cache_type: str, config: dict | None = None) -> tuple[int, ...]:
     """K and V bytes of each layer under llama-server's defaults (4 slots, unified cache)."""
-    sizes = kv_cache(spec, context, cache_type, cache_type).layer_bytes
+    sizes = kv_cache(spec, context, cache_type, cache_type, config=config).layer_bytes
     if len(sizes) != spec.layers:  # layers without a cache (or not described): spread the total
         return _spread(sum(sizes), spec.layers)
     return sizes
 
 
-def gguf_layout(summary, spec, gguf_type: str, context: int, cache_type: str = "f16") -> GgufLayout:
+def gguf_layout(summary, spec, gguf_type: str, context: int, cache_type: str = "f16",
+                config: dict | None = None) -> GgufLayout:
     """Bytes of each part of a decoder in one GGUF type, for a context of `context` tokens."""
     gguf_type = check_type(gguf_type)
     cache_type = check_cache_type(cache_type)
@@ -244,9 +252,11 @@ def gguf_layout(summary, spec, gguf_type: str, context: int, cache_type: str = "
            if spec.experts else spec.intermediate) or 4 * spec.hidden
     return GgufLayout(
         gguf_type, head_type, cache_type, context, cells, _spread(layers_weights, spec.layers),
-        _kv_per_layer(spec, context, cache_type), input_bytes, output_bytes,
+        _kv_per_layer(spec, context, cache_type, config), input_bytes, output_bytes,
         UBATCH * (spec.vocab + spec.hidden) * 4, UBATCH * (3 * ffn + 2 * spec.hidden) * 4,
-        copy if not output_matrix else 0, _spread(layers_weights - unread, spec.layers))
+        copy if not output_matrix else 0, _spread(layers_weights - unread, spec.layers),
+        _spread(experts_weights, spec.layers) if experts_weights else (),
+        _spread(experts_weights - unread, spec.layers) if experts_weights else ())
 
 
 @dataclass(frozen=True)
@@ -325,6 +335,12 @@ class LlamaCppPlan:
     cpu_gbs: float
     seconds_per_token: float
     all_on_gpu_seconds: float
+    moe: object | None = None  # llama_cpp_moe.MoeSplit: the fewest --n-cpu-moe that fits (MoE models)
+
+    @property
+    def better(self) -> str:
+        """"n-cpu-moe" when keeping some experts in CPU memory decodes faster than -ngl's split."""
+        return "n-cpu-moe" if self.moe is not None and self.moe.seconds_per_token < self.seconds_per_token else "ngl"
 
     @property
     def ngl(self) -> int:
@@ -342,8 +358,13 @@ class LlamaCppPlan:
     def tokens_per_second(self) -> float:
         return 1.0 / self.seconds_per_token if self.seconds_per_token else math.inf
 
-    def command(self, model_file: str = "model.gguf") -> str:
-        words = ["llama-server", "-m", model_file, "-ngl", str(self.ngl), "-c", str(self.layout.context)]
+    def command(self, model_file: str = "model.gguf", flag: str | None = None) -> str:
+        """The command for the better of the two ways (or the one named)."""
+        if (flag or self.better) == "n-cpu-moe":
+            words = ["llama-server", "-m", model_file, "-ngl", "999", "--n-cpu-moe", str(self.moe.n_cpu_moe)]
+        else:
+            words = ["llama-server", "-m", model_file, "-ngl", str(self.ngl)]
+        words += ["-c", str(self.layout.context)]
         if self.layout.cache_type != "f16":
             words += ["-fa", "on", "--cache-type-k", self.layout.cache_type, "--cache-type-v", self.layout.cache_type]
         return " ".join(words)
@@ -355,19 +376,26 @@ class LlamaCppPlan:
                 "usable_bytes": self.usable_bytes, **self.split.to_json(), "layout": self.layout.to_json(),
                 "cpu_gbs": self.cpu_gbs, "seconds_per_token": self.seconds_per_token,
                 "all_on_gpu_seconds": self.all_on_gpu_seconds, "slowdown": self.slowdown,
-                "tokens_per_second": self.tokens_per_second, "command": self.command()}
+                "tokens_per_second": self.tokens_per_second, "command": self.command(),
+                "ngl_command": self.command(flag="ngl"), "better": self.better,
+                "n_cpu_moe": self.moe.to_json() if self.moe is not None else None}
 
 
 def plan_llama_cpp(summary, spec, card: Gpu, gguf_type: str, context: int, cache_type: str = "f16",
-                   cpu_gbs: float = DEFAULT_CPU_GBS) -> LlamaCppPlan:
+                   cpu_gbs: float = DEFAULT_CPU_GBS, config: dict | None = None) -> LlamaCppPlan:
     """The largest -ngl for this card (Budget's limit: usable memory less the 5% headroom),
-    what each side holds, and the decoding speed against everything on the GPU."""
+    what each side holds, and the decoding speed against everything on the GPU; for a mixture
+    of experts, also the fewest --n-cpu-moe that fits, and which of the two decodes faster."""
     from .budget import Budget
 
     cpu_gbs = check_cpu_gbs(cpu_gbs)
-    layout = gguf_layout(summary, spec, gguf_type, context, cache_type)
+    layout = gguf_layout(summary, spec, gguf_type, context, cache_type, config)
     budget = Budget(card)
     best = split(layout, largest_ngl(layout, budget.limit_bytes))
     seconds, reference = decode_seconds(layout, best, card.bandwidth_gbs, cpu_gbs)
-    return LlamaCppPlan(layout, best, budget.limit_bytes, budget.usable_bytes, card.key, cpu_gbs, seconds, reference)
+    from .llama_cpp_moe import fewest_cpu_moe
+
+    moe = fewest_cpu_moe(layout, budget.limit_bytes, card.bandwidth_gbs, cpu_gbs)
+    return LlamaCppPlan(layout, best, budget.limit_bytes, budget.usable_bytes, card.key, cpu_gbs, seconds, reference,
+                        moe)
 

@@ -42,9 +42,25 @@ GIB = 2**30
 BLOCK_TOKENS = 16  # vLLM's default block size on CUDA (platforms/cuda.py)
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 ENGINES = ("vllm", "sglang")
-VLLM_VERSION = "0.19"
+# vLLM's accounting: the current one by default, 0.19's (the release of the published logs
+# bench/data/serving_logs.json compares against) on request. What changed in between, read in
+# the source: --gpu-memory-utilization defaults to 0.92 (config/cache.py, `Field(default=0.92)`,
+# 0.9 before), and the CUDA graphs' memory is estimated during the profile run and taken out of
+# the pool (gpu_worker.py determine_available_memory: available = requested - non_kv_cache_memory
+# - cudagraph_memory_estimate_applied; "CUDA graph memory profiling is enabled (default since
+# v0.21.0)"), where 0.19 captured them afterwards in the 1 - util left over.
+VLLM_CURRENT = "0.33"
+VLLM_VERSIONS = ("0.19", VLLM_CURRENT)
+VLLM_VERSION = VLLM_CURRENT
 SGLANG_VERSION = "0.4.6"
-VLLM_UTILIZATION = 0.9  # config/cache.py default (0.92 in 0.33)
+VLLM_UTILIZATIONS = {"0.19": 0.9, VLLM_CURRENT: 0.92}
+VLLM_UTILIZATION = VLLM_UTILIZATIONS[VLLM_CURRENT]
+# Measured, not derived: vLLM's "Estimated CUDA graph memory: X GiB total" with its default
+# capture sizes (51 piecewise up to 512, 35 full up to 256) on one GPU for an 8B model: 0.52 GiB
+# (LMCache#3430, vLLM 0.21.0, Qwen3-8B on an RTX A5000). Other published estimates: 0.13 to
+# 0.58 GiB (smaller capture sizes, TP2 to TP4), 2.2 GiB (a MoE with a draft model, TP4), 4.3 GiB
+# (an FP4 model, TP2): bench/data/serving_logs_current.json. --enforce-eager captures none.
+CUDA_GRAPH_BYTES = round(0.5 * GIB)
 KV_DTYPES = ("auto", "float32", "float16", "bfloat16", "float8")
 
 # Measured, not derived (vLLM 0.19 startup logs on H100, bench/data/serving_logs.json):
@@ -90,6 +106,19 @@ def check_fraction(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise CalculatorError("bad_fraction", value=str(value)[:30])
     return float(value)
+
+
+def check_version(version: str) -> str:
+    if version not in VLLM_VERSIONS:
+        raise CalculatorError("unknown_choice", name="engine version", value=str(version)[:30],
+                              choices=", ".join(VLLM_VERSIONS))
+    return version
+
+
+def cuda_graph_bytes(version: str, enforce_eager: bool) -> int:
+    """What vLLM takes out of the pool for its CUDA graphs: nothing in 0.19 (they were captured
+    after the pool, in the memory the share leaves), nothing with --enforce-eager."""
+    return 0 if version == "0.19" or enforce_eager else CUDA_GRAPH_BYTES
 
 
 def check_engine(engine: str) -> str:
@@ -163,15 +192,13 @@ def kv_groups(spec: ArchSpec, tensor: int = 1, kv_bytes: int = 2) -> tuple[KvGro
     the rarest kind has, so 21 + 21 layers make 2 groups of 21."""
     if not spec.has_kv_cache or spec.kind != "decoder":
         raise CalculatorError("serve_no_decoder", model_type=spec.model_type or spec.kind)
+    from .kv_layers import cache_layers
+
     kinds: dict[tuple[str, int | None], tuple[int, int]] = {}
-    for group in spec.attention:
-        if is_mla(spec):  # one latent (kv_lora_rank + qk_rope_head_dim) per token, no x 2
-            kind, page = "mla", BLOCK_TOKENS * (group.k_dim + group.v_dim) * kv_bytes
-        else:
-            kind = "sliding" if group.window is not None else "full"
-            page = BLOCK_TOKENS * max(1, group.kv_heads // tensor) * (group.k_dim + group.v_dim) * kv_bytes
-        layers, _ = kinds.get((kind, group.window), (0, page))
-        kinds[(kind, group.window)] = (layers + group.layers, page)
+    for layer in cache_layers(spec):  # the one description of what each layer caches
+        page = BLOCK_TOKENS * layer.heads_per_gpu(tensor) * (layer.k_dim + layer.v_dim) * kv_bytes
+        layers, _ = kinds.get((layer.kind, layer.window), (0, page))
+        kinds[(layer.kind, layer.window)] = (layers + 1, page)
     if len(kinds) == 1:
         (kind, window), (layers, page) = next(iter(kinds.items()))
         return (KvGroup(kind, layers, page, window),)
@@ -272,6 +299,26 @@ def weights_per_gpu(summary: ModelSummary, spec: ArchSpec, config: dict | None, 
         rank = int(config.get("kv_lora_rank") or 0)
         per_head = int(config.get("qk_nope_head_dim") or 0) + int(config.get("v_head_dim") or 0)
         total += spec.layers * rank * (spec.heads // tensor) * per_head * a
+    return math.ceil(total)
+
+
+def experts_bytes_per_gpu(summary: ModelSummary, spec: ArchSpec, dtype: str, tensor: int) -> int:
+    """The routed experts' share of weights_per_gpu: what expert parallelism spreads further."""
+    if not spec.experts:
+        return 0
+    storage = normalize_dtype(dtype)
+    quantized = storage not in FLOAT_DTYPES
+    base = tensor_parallel(summary, spec, "bfloat16" if quantized else storage, tensor)
+    total = 0.0
+    linears = [m for m in summary.linears if m.kind != "tied-head"]
+    for matrix, split in zip(linears, base.matrices):
+        if matrix.kind != "experts":
+            continue
+        if quantized:
+            outputs = matrix.out_features * matrix.count / (tensor if split.split == "columns" else 1)
+            total += quantized_matrix_bytes(storage, split.bytes_per_gpu / 2, outputs)
+        else:
+            total += split.bytes_per_gpu
     return math.ceil(total)
 
 

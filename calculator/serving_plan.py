@@ -15,17 +15,20 @@ import math
 from .budget import FITS, TIGHT, TOO_BIG, Budget, reserved_bytes
 from .errors import CalculatorError
 from .gpus import Gpu
+from .kv_layers import has_linear_layers
 from .llama_cpp import SERVER_SLOTS, kv_cache
 from .inference import check_positions, inference_memory, kv_bytes_per_token
 from .parallel import check_degree, pipeline_split, tensor_parallel
 from . import limits
 from .serving import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, SGLANG_START_BYTES, SGLANG_VERSION,
-                      VLLM_UTILIZATION, VLLM_VERSION, check_count, check_engine, check_fraction, concurrency,
+                      VLLM_CURRENT, VLLM_UTILIZATIONS, check_count, check_engine, check_fraction, check_version,
+                      concurrency, cuda_graph_bytes, experts_bytes_per_gpu,
                       default_limits, kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
                       max_sequences, non_torch_bytes, profile_peak, sequence_blocks, serving_weights,
                       sglang_fraction, weights_per_gpu)
 
 MAX_OFFLOAD_GIB = 4096
+MAX_KV_BYTES = 2**50
 # Why a deployment does not serve its users: no room left for a cache, one sequence of the
 # context does not fit in the pool (vLLM refuses to start), the engine asks for more than the
 # process can have, or too few sequences fit at once.
@@ -53,6 +56,7 @@ class Replica:
     sequences: int  # sequences of the context that hold their cache at once
     profile_moment: str
     memory_verdict: str
+    cuda_graph_bytes: int = 0  # taken out of the pool for the CUDA graphs (current vLLM)
 
     @property
     def starts(self) -> bool:
@@ -95,6 +99,9 @@ class Deployment:
     verdict: str
     reason: str | None
     layouts: tuple[Layout, ...] = field(default_factory=tuple)
+    enforce_eager: bool = False
+    expert_parallel: bool = False
+    kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the pool, set by hand
 
     @property
     def fits(self) -> bool:
@@ -125,15 +132,34 @@ class Deployment:
             "kv_tokens": r.kv_tokens, "max_concurrency": round(r.max_concurrency, 2),
             "sequences_per_replica": r.sequences, "max_concurrent_sequences": self.max_concurrent_sequences,
             "memory_verdict": r.memory_verdict, "verdict": self.verdict, "fits": self.fits, "reason": self.reason,
-            "layouts": [lay.to_json() for lay in self.layouts],
+            "layouts": [lay.to_json() for lay in self.layouts], "cuda_graph_bytes": r.cuda_graph_bytes,
+            "enforce_eager": self.enforce_eager, "expert_parallel": self.expert_parallel,
+            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
             "best_layout": best.to_json() if best else None,
         }
 
 
+@dataclass(frozen=True)
+class VllmOptions:
+    """What changes vLLM's accounting beyond the sizes: its version, --enforce-eager,
+    --kv-cache-memory-bytes, and expert parallelism over `expert_shards` GPUs per expert slice."""
+
+    version: str = VLLM_CURRENT
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = None
+    expert_parallel: bool = False
+
+
 def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: int, context: int,
-             utilization: float, batched: int, seqs: int, offload_bytes: int, shared_prefix: int) -> Replica:
+             utilization: float, batched: int, seqs: int, offload_bytes: int, shared_prefix: int,
+             options: VllmOptions = VllmOptions(), replicas: int = 1) -> Replica:
     spec = model.spec
     weights = weights_per_gpu(model.summary, spec, model.config, dtype, tensor)
+    if options.expert_parallel and replicas > 1:
+        # --enable-expert-parallel: the experts spread over every GPU (tensor x data parallel),
+        # attention and the rest stay split by tensor parallelism within each replica
+        experts = experts_bytes_per_gpu(model.summary, spec, dtype, tensor)
+        weights -= experts - math.ceil(experts / replicas)
     offload = min(weights, offload_bytes)
     weights -= offload
     per_token = kv_bytes_per_token_per_gpu(spec, tensor, kv_bytes)
@@ -148,10 +174,15 @@ def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: i
         return Replica(tensor, requested, weights, offload, free - requested, 0, available, tokens * per_token,
                        per_token, None, 1, tokens, None, tokens / context, sequences, "reserved share",
                        budget.verdict_for(requested))
-    requested = math.ceil(card.total_bytes * utilization)
     profile = profile_peak(spec, dtype, tensor, batched, seqs)
     other = non_torch_bytes(tensor)
-    available = requested - weights - profile.peak_bytes - other
+    graphs = cuda_graph_bytes(options.version, options.enforce_eager)
+    if options.kv_cache_memory_bytes is not None:  # the pool is set by hand; the share no longer matters
+        available = options.kv_cache_memory_bytes
+        requested = weights + profile.peak_bytes + other + graphs + available
+    else:
+        requested = math.ceil(card.total_bytes * utilization)
+        available = requested - weights - profile.peak_bytes - other - graphs
     groups = kv_groups(spec, tensor, kv_bytes)
     per_block = groups[0].page_bytes * groups[0].layers
     blocks = max(available, 0) // per_block
@@ -159,14 +190,16 @@ def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: i
                    per_token, blocks, len(groups), blocks // len(groups) * BLOCK_TOKENS,
                    sequence_blocks(groups, context, batched), concurrency(blocks, groups, context, batched),
                    max_sequences(blocks, groups, context, batched, shared_prefix), profile.moment,
-                   budget.verdict_for(requested))
+                   budget.verdict_for(requested), graphs)
 
 
 def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, tensor: int | None = None,
           dtype: str = "bfloat16", kv_dtype: str | None = "auto", context: int | None = None, users: int = 1,
           utilization: float | None = None, max_num_batched_tokens: int | None = None,
           max_num_seqs: int | None = None, cpu_offload_gib: float = 0.0, shared_prefix: int = 0,
-          layouts: bool = True, usage: str = "server") -> Deployment:
+          layouts: bool = True, usage: str = "server", engine_version: str = VLLM_CURRENT,
+          enforce_eager: bool = False, kv_cache_memory_bytes: int | None = None,
+          expert_parallel: bool = False) -> Deployment:
     """`users` sequences of `context` tokens (prompt and answer together: vLLM's
     --max-model-len, by default the model's positions) served by `engine` on `gpus` cards of
     one kind, `tensor` of them per copy of the model (the others are replicas). Scheduler limits
@@ -176,6 +209,8 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     spec = model.spec
     if spec is None or not spec.has_kv_cache or spec.kind != "decoder":
         raise CalculatorError("serve_no_decoder", model_type=getattr(spec, "model_type", "") or model.name[:40])
+    if has_linear_layers(spec, model.config):
+        raise CalculatorError("serve_linear_attention", model_type=spec.model_type[:40])
     if tensor is None:
         tensor = gpus or 1
     gpus = tensor if gpus is None else limits.check("gpus", gpus)
@@ -193,32 +228,39 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     batched = limits.check("max_num_batched_tokens",
                            default_batched if max_num_batched_tokens is None else max_num_batched_tokens)
     seqs = min(limits.check("max_num_seqs", default_seqs if max_num_seqs is None else max_num_seqs), batched)
+    engine_version = check_version(engine_version)
+    if kv_cache_memory_bytes is not None:
+        kv_cache_memory_bytes = check_count("--kv-cache-memory-bytes", kv_cache_memory_bytes, MAX_KV_BYTES)
+    options = VllmOptions(engine_version, bool(enforce_eager), kv_cache_memory_bytes, bool(expert_parallel))
     if utilization is None:
-        utilization = VLLM_UTILIZATION if engine == "vllm" else sglang_fraction(card.memory_bytes, tensor)
+        utilization = (VLLM_UTILIZATIONS[engine_version] if engine == "vllm"
+                       else sglang_fraction(card.memory_bytes, tensor))
     utilization = check_fraction(utilization)
     kv_bytes = kv_element_bytes(dtype, kv_dtype)
     offload = round(cpu_offload_gib * GIB)
 
+    replicas = gpus // tensor
+
     def replica(t: int) -> Replica:
         return _replica(model, card, engine, t, dtype, kv_bytes, context, utilization, batched, seqs, offload,
-                        shared_prefix)
+                        shared_prefix, options, replicas if t == tensor else 1)
 
     chosen = replica(tensor)
-    replicas = gpus // tensor
     total_sequences = chosen.sequences * replicas
     verdict, reason = _verdict(chosen, card, total_sequences, users, context)
-    options = []
+    layout_rows = []
     if layouts:
         for t in tensor_sizes(spec):
             one = chosen if t == tensor else replica(t)
             needed = math.ceil(users / one.sequences) if one.starts else None
-            options.append(Layout(t, one.weights_bytes_per_gpu, one.kv_pool_bytes_per_gpu, one.kv_tokens,
+            layout_rows.append(Layout(t, one.weights_bytes_per_gpu, one.kv_pool_bytes_per_gpu, one.kv_tokens,
                                   one.sequences, needed, needed * t if needed else None))
     kv_name = "auto" if kv_dtype in (None, "", "auto") else {4: "float32", 2: "float16", 1: "float8"}[kv_bytes]
-    return Deployment(engine, VLLM_VERSION if engine == "vllm" else SGLANG_VERSION, card.key, gpus, tensor,
+    return Deployment(engine, engine_version if engine == "vllm" else SGLANG_VERSION, card.key, gpus, tensor,
                       replicas, dtype, kv_name, context, users, utilization, batched, seqs, card.total_bytes,
                       kv_bytes_per_token(spec, {4: "float32", 2: "bfloat16", 1: "float8"}[kv_bytes]), chosen,
-                      total_sequences, verdict, reason, tuple(options))
+                      total_sequences, verdict, reason, tuple(layout_rows), options.enforce_eager,
+                      options.expert_parallel, options.kv_cache_memory_bytes)
 
 
 def _verdict(replica: Replica, card: Gpu, sequences: int, users: int, context: int) -> tuple[str, str | None]:
@@ -275,14 +317,14 @@ class LlamaCppCache:
 
 def llamacpp_cache(spec, n_ctx: int = 0, parallel: int = SERVER_SLOTS, cache_type_k: str = "f16",
                    cache_type_v: str = "f16", gpu_layers: int = 999, unified: bool = True,
-                   swa_full: bool = False) -> LlamaCppCache:
+                   swa_full: bool = False, config: dict | None = None) -> LlamaCppCache:
     """The KV buffer of `llama-server -c N -np P -ngl G` (llama_cpp.kv_cache, the one model of
     llama.cpp's cache; 0 = the model's training context). -ngl G puts the last G - 1 layers
     (and the output layer) on the GPU, with their cache; the others keep theirs in host memory."""
     if spec is None or spec.kind != "decoder" or not spec.has_kv_cache:
         raise CalculatorError("llama_cpp_decoder_only", kind=getattr(spec, "kind", "unknown"))
     cache = kv_cache(spec, n_ctx or spec.max_positions or 4096, cache_type_k, cache_type_v, parallel, unified,
-                     swa_full)
+                     swa_full, config)
     layers = len(cache.layer_bytes)
     if isinstance(gpu_layers, bool) or not isinstance(gpu_layers, int) or not 0 <= gpu_layers <= 999:
         raise CalculatorError("bad_size", name="-ngl", value=str(gpu_layers)[:30], high=999)

@@ -21,7 +21,7 @@ WITH_CASE = [c for c in chapters.CHAPTERS if c.case]
 # One case that differs from every chapter's defaults in each field it can set.
 CASE = {"model": "mistral-7b-v0.1", "gpu": "a100-40gb", "dtype": "float16", "batch": "3", "prompt": "700",
         "new_tokens": "90", "sequence": "1536", "method": "qlora", "precision": "bfloat16", "optimizer": "sgd",
-        "checkpointing": "none"}
+        "checkpointing": "none", "users": "12", "context": "2048", "tensor": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_a_case_link_lands_on_its_section_with_the_case(server, page, chapter):
         expect(bar_input(page, "gpu")).to_have_value(re.compile("A100 40GB"), timeout=10_000)
     if "model" in chapter.case:
         expect(bar_input(page, "model")).to_have_value(re.compile("Mistral-7B"), timeout=10_000)
-    for name in ("batch", "prompt", "new_tokens", "sequence", "dtype"):
+    for name in ("batch", "prompt", "new_tokens", "sequence", "dtype", "users", "context", "tensor"):
         if name in chapter.case:
             expect(bar_input(page, name)).to_have_value(CASE[name], timeout=10_000)
     if lang == "fr":

@@ -94,3 +94,51 @@ def test_bad_llama_cpp_inputs():
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
     bert = cli("serve", "bert-base-cased", "--gpu", "h100", "--engine", "llama.cpp")
     assert bert.returncode == 2 and bert.stderr.count("\n") == 1
+
+
+TINY_NEXT = {"model_type": "qwen3_next", "architectures": ["Qwen3NextForCausalLM"], "hidden_size": 256,
+             "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "head_dim": 64, "vocab_size": 1000, "max_position_embeddings": 4096,
+             "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+             "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 32,
+             "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4, "num_experts": 4, "num_experts_per_tok": 2,
+             "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128, "decoder_sparse_step": 1,
+             "full_attention_interval": 4}
+
+
+@pytest.fixture(scope="module")
+def tiny_next():
+    from calculator.model import resolve_config
+
+    return resolve_config(dict(TINY_NEXT), "tiny-qwen3-next")
+
+
+def test_linear_attention_layers_from_the_config(tiny_next, tmp_path):
+    """A Qwen3-Next-shaped model, 3 gated-DeltaNet layers then 1 full-attention layer.
+    Linear layer: convolution over 2 x 2 x 32 + 4 x 32 = 256 channels, 4 wide; recurrent state
+    4 value heads x 32 x 32 = 4,096 numbers. llama.cpp keeps, per slot and in float32, the
+    window less one column and the state: 4 slots x 4 B x (3 x 256 + 4,096) = 77,824 bytes per
+    layer, whatever the context; the full layer 4,096 cells x 2 heads x 64 x 2 (K, V) x 2 B."""
+    spec, config = tiny_next.spec, tiny_next.config
+    layers = cache_layers(spec, config)
+    assert [x.kind for x in layers] == ["linear", "linear", "linear", "full"]
+    assert (layers[0].conv_channels, layers[0].conv_kernel, layers[0].state_values) == (256, 4, 4096)
+    assert [x.kind for x in cache_layers(spec)] == ["full"] * 4  # without the config: what ArchSpec says
+    cache = kv_cache(spec, 4096, config=config)
+    assert cache.layer_bytes == (77_824,) * 3 + (4096 * 2 * 64 * 2 * 2,)
+    assert kv_cache(spec, 1024, config=config).layer_bytes[0] == 77_824  # no growth with the context
+    assert kv_cache(spec, 4096, slots=1, config=config).layer_bytes[0] == 77_824 // 4
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY_NEXT))
+    data = json.loads(cli("serve", str(path), "--gpu", "h100", "--engine", "llama.cpp", "--context", "4096",
+                          "--json").stdout)
+    assert data["kv_cache_bytes"] == cache.total_bytes
+    # vLLM and SGLang keep these states in a layout not priced here: a clear refusal
+    with pytest.raises(CalculatorError) as refused:
+        from calculator.gpus import gpu
+        from calculator.serving_plan import serve
+
+        serve(tiny_next, gpu("h100"), context=4096)
+    assert refused.value.code == "serve_linear_attention"
+    bad = cli("serve", str(path), "--gpu", "h100")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "linear-attention" in bad.stderr

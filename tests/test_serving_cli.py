@@ -22,13 +22,13 @@ LAYOUT_KEYS = {"tensor", "weights_bytes_per_gpu", "kv_pool_bytes_per_gpu", "kv_t
 
 def test_json_contract_and_figures():
     out = cli("serve", "llama-3.1-70b", "--gpu", "h100", "--context", "4096", "--users", "32", "--gpus", "4",
-              "--json")
+              "--engine-version", "0.19", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert KEYS <= set(data)
     assert all(isinstance(data[k], int) and not isinstance(data[k], bool) for k in BYTES)
     assert data["fits"] is True and data["verdict"] == "fits" and data["tensor_parallel"] == 4
-    expected = serve(catalog_model("llama-3.1-70b"), gpu("h100"), gpus=4, context=4096, users=32)
+    expected = serve(catalog_model("llama-3.1-70b"), gpu("h100"), gpus=4, context=4096, users=32, engine_version="0.19")
     assert data["kv_tokens"] == expected.replica.kv_tokens == 449_552
     assert data["max_concurrent_sequences"] == 109 and data["kv_bytes_per_token"] == 327_680
     assert [lay["tensor"] for lay in data["layouts"]] == [1, 2, 4, 8, 16]
@@ -53,7 +53,8 @@ def test_options_reach_the_calculator():
 
 
 def test_table_names_its_units():
-    out = cli("serve", "llama-3.1-8b", "--gpu", "a100-80gb", "--context", "8192", "--users", "64")
+    out = cli("serve", "llama-3.1-8b", "--gpu", "a100-80gb", "--context", "8192", "--users", "64", "--engine-version",
+              "0.19")
     assert out.returncode == 0, out.stderr
     assert "GiB" in out.stdout and "2^30 bytes" in out.stdout
     assert "KV cache pool" in out.stdout and "Fewest GPUs" in out.stdout and "vLLM 0.19" in out.stdout

@@ -1,5 +1,6 @@
 """`llama-cpp MODEL --gpu G --type Q4_K --context C`: how many layers llama.cpp's `-ngl` can
-put on the GPU, the memory on each side, and the slowdown of decoding."""
+put on the GPU, the memory on each side, and the slowdown of decoding; for a mixture of experts,
+`--n-cpu-moe N` weighed against it, and the faster command."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def run(args) -> int:
     if model.spec is None:
         raise CalculatorError("llama_cpp_decoder_only", kind="unknown")
     plan = plan_llama_cpp(model.summary, model.spec, card, args.type, args.context, args.cache_type,
-                          args.cpu_bandwidth)
+                          args.cpu_bandwidth, config=model.config)
     if args.json:
         print_json({"model": model.name, **plan.to_json()})
         return 0
@@ -47,6 +48,14 @@ def run(args) -> int:
          format_bytes(side.cpu_compute_bytes), format_bytes(side.cpu_bytes)]]))
     print(f"Decoding: about {plan.tokens_per_second:.1f} tokens/s at best, x{plan.slowdown:.2f} the time per token of "
           f"everything on the GPU ({card.bandwidth_gbs:.0f} GB/s on the GPU, {plan.cpu_gbs:g} GB/s in CPU memory).")
+    if plan.moe is not None:
+        moe = plan.moe
+        verdict = "faster: use it" if plan.better == "n-cpu-moe" else "not faster than -ngl here"
+        print(f"Mixture of experts: -ngl 999 --n-cpu-moe {moe.n_cpu_moe} keeps attention, the KV cache and the "
+              f"experts of the last {layout.layers - moe.n_cpu_moe} layers on the GPU "
+              f"({format_bytes(moe.gpu_bytes)}), the experts of the first {moe.n_cpu_moe} in CPU RAM "
+              f"({format_bytes(moe.cpu_bytes)} with the embeddings): about {moe.tokens_per_second:.1f} tokens/s, "
+              f"{verdict}.")
     print("Units: GiB = 2^30 bytes. The compute buffer is an estimate: llama.cpp prints its own at start.")
     print(plan.command())
     return 0

@@ -10,7 +10,7 @@ from ._common import add_command, find_gpu, print_json, render_table, resolve_mo
 
 def register(commands, shared) -> None:
     from ..llama_cpp import CACHE_TYPES, SERVER_SLOTS
-    from ..serving import ENGINES, KV_DTYPES, USAGES, WEIGHT_DTYPES
+    from ..serving import ENGINES, KV_DTYPES, USAGES, VLLM_CURRENT, VLLM_VERSIONS, WEIGHT_DTYPES
 
     p = add_command(commands, "serve", shared, ("model", "trust", "json"), run,
                     help="memory of a serving engine (vLLM, SGLang): KV pool, concurrent sequences, GPUs needed")
@@ -22,7 +22,7 @@ def register(commands, shared) -> None:
     p.add_argument("--dtype", default="bfloat16",
                    help=f"weights: {', '.join(WEIGHT_DTYPES)} (float8 and int8: w8a8 or fp8 checkpoints; "
                         "int4: w4a16 such as GPTQ or AWQ); default bfloat16")
-    p.add_argument("--kv-dtype", default="auto",
+    p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", default="auto",
                    help=f"--kv-cache-dtype: {', '.join(KV_DTYPES)} (auto: the model's dtype; fp8 = float8)")
     p.add_argument("--context", type=int, default=None,
                    help="tokens per sequence, prompt and answer together: --max-model-len (default: the model's "
@@ -43,7 +43,16 @@ def register(commands, shared) -> None:
     p.add_argument("--shared-prefix", type=int, default=0,
                    help="tokens of prompt every sequence shares (prefix caching stores them once); default 0")
     p.add_argument("--engine", choices=ENGINES + ("llama.cpp",), default="vllm",
-                   help="vllm (V1, as of 0.19; default), sglang (0.4.6) or llama.cpp (llama-server's KV buffer)")
+                   help="vllm (V1; default), sglang (0.4.6) or llama.cpp (llama-server's KV buffer)")
+    p.add_argument("--engine-version", choices=VLLM_VERSIONS, default=VLLM_CURRENT,
+                   help=f"vLLM's accounting: {VLLM_CURRENT} (default: share 0.92, CUDA graphs counted in it) or 0.19 "
+                        "(share 0.9, CUDA graphs outside it; the published logs of bench/data are 0.19)")
+    p.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs (nothing kept for them)")
+    p.add_argument("--kv-cache-memory-bytes", type=int, default=None,
+                   help="vLLM: the KV cache pool per GPU in bytes, set by hand (the share no longer applies)")
+    p.add_argument("--enable-expert-parallel", dest="expert_parallel", action="store_true",
+                   help="vLLM: spread a mixture of experts' experts over every GPU (--gpus), not only over one "
+                        "replica's tensor-parallel GPUs")
     p.add_argument("--slots", type=int, default=SERVER_SLOTS,
                    help=f"llama.cpp: -np, slots sharing the -c cells (default {SERVER_SLOTS}, llama-server's auto)")
     p.add_argument("--gpu-layers", type=int, default=999, help="llama.cpp: -ngl (default 999: every layer)")
@@ -54,6 +63,7 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
+    from ..serving import VLLM_CURRENT
     from ..serving_plan import serve
 
     card = find_gpu(args.gpu)
@@ -64,7 +74,8 @@ def run(args) -> int:
                  kv_dtype=args.kv_dtype, context=args.context, users=args.users, utilization=args.utilization,
                  max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                  cpu_offload_gib=args.cpu_offload_gb, shared_prefix=args.shared_prefix,
-                 usage=args.usage_context)
+                 usage=args.usage_context, engine_version=args.engine_version, enforce_eager=args.enforce_eager,
+                 kv_cache_memory_bytes=args.kv_cache_memory_bytes, expert_parallel=args.expert_parallel)
     data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
     if args.json:
         print_json(data)
@@ -83,7 +94,8 @@ def run(args) -> int:
     if plan.engine == "vllm":
         rows += [[f"activation reserve (profile run, peak at the {r.profile_moment})",
                   format_bytes(r.activation_reserve_bytes)],
-                 ["non-torch growth (workspaces, NCCL)", format_bytes(r.non_torch_bytes)]]
+                 ["non-torch growth (workspaces, NCCL)", format_bytes(r.non_torch_bytes)],
+                 ["CUDA graphs (estimated by the engine, out of the share)", format_bytes(r.cuda_graph_bytes)]]
     else:
         rows.append(["left for activations and CUDA graphs", format_bytes(r.activation_reserve_bytes)])
     rows.append(["KV cache pool", format_bytes(r.kv_pool_bytes_per_gpu)])
@@ -104,7 +116,10 @@ def run(args) -> int:
     if best:
         print(f"Fewest GPUs: {best.gpus} x {card.name} (tensor parallel {best.tensor} x {best.replicas} "
               f"replica{'s' if best.replicas > 1 else ''}).")
-    print("Units: GiB = 2^30 bytes. Accounting of vLLM 0.19 (0.21 and later also subtract CUDA graphs from the pool).")
+    note = {"0.19": "Accounting of vLLM 0.19 (CUDA graphs captured outside the share).",
+            VLLM_CURRENT: f"Accounting of vLLM {VLLM_CURRENT} (CUDA graphs estimated and taken out of the share; "
+                          "--engine-version 0.19 for the older one)."}
+    print(f"Units: GiB = 2^30 bytes. {note[plan.engine_version] if plan.engine == 'vllm' else ''}".rstrip())
     return 0
 
 
@@ -114,7 +129,7 @@ def run_llamacpp(args, model) -> int:
     from ..serving_plan import llamacpp_cache
 
     cache = llamacpp_cache(model.spec, args.context or 0, args.slots, args.cache_type, args.cache_type,
-                           gpu_layers=args.gpu_layers, unified=args.kv_unified)
+                           gpu_layers=args.gpu_layers, unified=args.kv_unified, config=model.config)
     command = llamacpp_command("model.gguf", context=cache.n_ctx, slots=args.slots, gpu_layers=args.gpu_layers,
                                cache_type_k=args.cache_type, cache_type_v=args.cache_type, unified=args.kv_unified)
     if args.json:

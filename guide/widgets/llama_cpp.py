@@ -29,7 +29,8 @@ def render(ctx: Context) -> None:
     cpu_gbs = c4.number_input(ctx.t("llama_cpp.cpu_gbs"), min_value=1.0, max_value=10_000.0, value=DEFAULT_CPU_GBS,
                               step=1.0, key="lc_cpu_gbs", bind="query-params", help=ctx.t("llama_cpp.cpu_gbs_help"))
     try:
-        plan = plan_llama_cpp(model.summary, model.spec, card, gguf_type, context, cache, float(cpu_gbs))
+        plan = plan_llama_cpp(model.summary, model.spec, card, gguf_type, context, cache, float(cpu_gbs),
+                              config=model.config)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx)
@@ -57,8 +58,21 @@ def render(ctx: Context) -> None:
     st.caption(ctx.t("llama_cpp.estimates", file=format_bytes(layout.file_bytes, lang), type=layout.type,
                      head=layout.head_type, cells=format_number(layout.cells, 0, lang),
                      compute=format_bytes(max(layout.logits_buffer_bytes, layout.layers_buffer_bytes), lang)))
+    _experts(ctx, plan)
     st.code(plan.command(), language="bash")
     share_box(ctx)
+
+
+def _experts(ctx: Context, plan) -> None:
+    """A mixture of experts: --n-cpu-moe weighed against -ngl (the engine chose the faster)."""
+    if plan.moe is None or plan.all_on_gpu:
+        return
+    lang, moe = ctx.lang, plan.moe
+    key = "llama_cpp.moe_better" if plan.better == "n-cpu-moe" else "llama_cpp.moe_not_better"
+    st.info(ctx.t(key, n=moe.n_cpu_moe, gpu_layers=plan.layout.layers - moe.n_cpu_moe,
+                  gpu=format_bytes(moe.gpu_bytes, lang), cpu=format_bytes(moe.cpu_bytes, lang),
+                  tps=format_number(moe.tokens_per_second, 1, lang),
+                  ngl_tps=format_number(plan.tokens_per_second, 1, lang), ngl=plan.ngl))
 
 
 def _verdict(ctx: Context, plan, card) -> None:

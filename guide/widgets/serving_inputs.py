@@ -24,10 +24,14 @@ def engine_picker(ctx: Context, key: str, container=st, choices=ENGINES) -> str:
                                help=ctx.t("serving.engine_help"))
 
 
-def share_input(ctx: Context, key: str, default: float = 0.9, container=st) -> float:
-    return float(container.number_input(ctx.t("serving.utilization"), min_value=0.05, max_value=1.0, value=default,
-                                        step=0.01, format="%.2f", key=key, bind="query-params",
-                                        help=ctx.t("serving.utilization_help")))
+def share_input(ctx: Context, key: str, container=st) -> float | None:
+    """The engine's share of the card; empty, it is the engine's own default (vLLM's 0.92,
+    SGLang's table on the card and the tensor-parallel size), chosen in calculator.serving."""
+    value = container.number_input(ctx.t("serving.utilization"), min_value=0.05, max_value=1.0, value=None,
+                                   step=0.01, format="%.2f", key=key, bind="query-params",
+                                   placeholder=ctx.t("serving.engine_default_share"),
+                                   help=ctx.t("serving.utilization_help"))
+    return float(value) if value is not None else None
 
 
 def count_input(ctx: Context, label_key: str, key: str, default: int, low: int = 1, high: int = 1_048_576,

@@ -14,7 +14,8 @@ from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_err
 from guide.widgets.common import case_inputs
 from guide.widgets.serving_inputs import WEIGHT_CHOICES, engine_picker, limit_input, serving_case, share_input
 
-COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "pool": "#9ecae1", "outside": "#dddddd"}
+COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "graphs": "#bcbd22", "pool": "#9ecae1",
+          "outside": "#dddddd"}
 
 
 def render(ctx: Context) -> None:
@@ -39,6 +40,7 @@ def render(ctx: Context) -> None:
     parts = [("weights", "serving.part_weights", r.weights_bytes_per_gpu),
              ("reserve", reserve_key, r.activation_reserve_bytes),
              ("non_torch", "serving.part_non_torch", r.non_torch_bytes),
+             ("graphs", "serving.part_graphs", r.cuda_graph_bytes),
              ("pool", "serving.part_pool", r.kv_pool_bytes_per_gpu),
              ("outside", "serving.part_outside", max(plan.total_bytes_per_gpu - r.requested_bytes_per_gpu
                                                        - (r.activation_reserve_bytes if engine == "sglang" else 0), 0))]

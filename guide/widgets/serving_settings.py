@@ -95,7 +95,7 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
 
 def _llamacpp(ctx, model, context, slots, ngl, cache_type) -> None:
     lang = ctx.lang
-    cache = llamacpp_cache(model.spec, context, slots, cache_type, cache_type, gpu_layers=ngl)
+    cache = llamacpp_cache(model.spec, context, slots, cache_type, cache_type, gpu_layers=ngl, config=model.config)
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("serving.llamacpp_gpu"), format_bytes(cache.gpu_bytes, lang))
     m2.metric(ctx.t("serving.llamacpp_host"), format_bytes(cache.host_bytes, lang))

@@ -1,0 +1,86 @@
+"""Current vLLM (CUDA graph memory in the share, the default since v0.21.0) against published
+start-up lines of that version (bench/data/serving_logs_current.json), printed by
+`python -m bench serving`.
+
+Two checks, since the published runs use models or cards outside the catalog:
+- the accounting: vLLM prints which share would give the same pool without its CUDA graph
+  estimate; calculator/serving.py's current accounting takes the estimate out of the share of
+  the *total* memory, so |share - equivalent share| x total = estimate. On a card of gpus.toml
+  the total this implies must match PyTorch's total within the rounding of the printed figures;
+- the estimate itself against CUDA_GRAPH_BYTES, the figure `serve` subtracts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import json
+from pathlib import Path
+
+LOGS = Path(__file__).resolve().parent / "data" / "serving_logs_current.json"
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class GraphCheck:
+    id: str
+    version: str
+    gpu: str
+    capture: str
+    logged_gib: float
+    implied_total_gib: float
+    card_total_gib: float | None
+    rounding: float  # the relative uncertainty of the implied total from the printed digits
+    source_url: str
+
+    @property
+    def error(self) -> float | None:
+        return None if self.card_total_gib is None else self.implied_total_gib / self.card_total_gib - 1
+
+    @property
+    def within_rounding(self) -> bool | None:
+        return None if self.error is None else abs(self.error) <= self.rounding
+
+
+def rows() -> list[dict]:
+    return json.loads(LOGS.read_text(encoding="utf-8"))["rows"]
+
+
+def check(row: dict) -> GraphCheck:
+    from calculator.gpus import gpu
+
+    logged = row["logged"]
+    delta = abs(logged["utilization"] - logged["equivalent_utilization"])
+    estimate = logged["cuda_graph_gib"]
+    # two decimals on the estimate (±0.005 GiB), four on each share (±0.00005 each)
+    rounding = 0.005 / estimate + 0.0001 / delta
+    card = gpu(row["catalog_gpu"]).total_bytes / GIB if row["catalog_gpu"] else None
+    return GraphCheck(row["id"], row["engine_version"].split(" ")[0], row["gpu"], row["capture"], estimate,
+                      estimate / delta, card, rounding, row["source_url"])
+
+
+def checks() -> list[GraphCheck]:
+    return [check(row) for row in rows()]
+
+
+def table(results: list[GraphCheck]) -> str:
+    from calculator.serving import CUDA_GRAPH_BYTES
+
+    ours = CUDA_GRAPH_BYTES / GIB
+    lines = [f"CUDA graph estimate subtracted by `serve` (current vLLM): {ours:.2f} GiB per GPU.\n",
+             "| run | version | GPU | capture sizes | estimate logged (GiB) | vs ours | total implied (GiB) | "
+             "card's total (GiB) | error | within rounding |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in results:
+        card = "-" if c.card_total_gib is None else f"{c.card_total_gib:.2f}"
+        error = "-" if c.error is None else f"{c.error:+.1%}"
+        inside = "-" if c.within_rounding is None else ("yes" if c.within_rounding else f"no (±{c.rounding:.1%})")
+        lines.append(f"| [{c.id}]({c.source_url}) | {c.version} | {c.gpu} | {c.capture} | {c.logged_gib:.2f} | "
+                     f"{ours / c.logged_gib:.2f}x | {c.implied_total_gib:.2f} | {card} | {error} | {inside} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    results = checks()
+    print(f"## Current vLLM: CUDA graphs in the share, against {len(results)} published start-up logs\n")
+    print(table(results) + "\n")
+    for row in rows():
+        print(f"- {row['id']}: KV cache tokens not compared ({row['kv_skip']}).")

@@ -1,0 +1,127 @@
+"""Current vLLM's accounting (the default) against 0.19's, by hand: a share of 0.92, the CUDA
+graphs' estimate taken out of it, --enforce-eager, --kv-cache-memory-bytes, and expert
+parallelism for a mixture of experts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from calculator.errors import CalculatorError
+from calculator.gpus import gpu
+from calculator.model import catalog_model
+from calculator.serving import CUDA_GRAPH_BYTES, GIB, VLLM_CURRENT
+from calculator.serving_plan import serve
+from tests.test_cli import cli
+
+H100 = gpu("h100")
+
+
+def run(key="llama-3.1-8b", **options):
+    return serve(catalog_model(key), H100, context=8192, layouts=False, **options)
+
+
+def test_current_share_and_cuda_graphs_by_hand():
+    old, new = run(engine_version="0.19").replica, run().replica
+    assert CUDA_GRAPH_BYTES == round(GIB / 2)
+    assert old.requested_bytes_per_gpu == math.ceil(H100.total_bytes * 0.9)
+    assert new.requested_bytes_per_gpu == math.ceil(H100.total_bytes * 0.92)
+    assert (old.cuda_graph_bytes, new.cuda_graph_bytes) == (0, CUDA_GRAPH_BYTES)
+    # same weights, reserve and workspaces: the pool moves by the share's 2% less the graphs
+    assert new.available_kv_bytes_per_gpu - old.available_kv_bytes_per_gpu == (
+        math.ceil(H100.total_bytes * 0.92) - math.ceil(H100.total_bytes * 0.9) - CUDA_GRAPH_BYTES)
+    block = 32 * 16 * 8 * 128 * 2 * 2  # 32 layers, a block of 16 tokens of 8 heads of 128, K and V
+    assert new.kv_tokens == new.available_kv_bytes_per_gpu // block * 16
+    eager = run(enforce_eager=True).replica
+    assert eager.cuda_graph_bytes == 0
+    assert eager.available_kv_bytes_per_gpu - new.available_kv_bytes_per_gpu == CUDA_GRAPH_BYTES
+    assert run().engine_version == VLLM_CURRENT and run().utilization == 0.92
+
+
+def test_kv_cache_memory_bytes_sets_the_pool():
+    """--kv-cache-memory-bytes: the pool is the number given (whole blocks of it); the engine
+    then asks for weights + reserve + workspaces + graphs + that pool, whatever the share."""
+    plan = run(kv_cache_memory_bytes=10 * 10**9)
+    r = plan.replica
+    block = 32 * 16 * 8 * 128 * 2 * 2
+    assert r.kv_pool_bytes_per_gpu == 10 * 10**9 // block * block
+    assert r.requested_bytes_per_gpu == (r.weights_bytes_per_gpu + r.activation_reserve_bytes + r.non_torch_bytes
+                                         + CUDA_GRAPH_BYTES + 10 * 10**9)
+    with pytest.raises(CalculatorError):
+        run(kv_cache_memory_bytes=0)
+    too_much = run(kv_cache_memory_bytes=80 * GIB)
+    assert too_much.verdict == "too_big" and too_much.reason == "over_usable"
+
+
+def test_expert_parallel_spreads_the_experts_over_every_gpu():
+    """Mixtral 8x7B on 4 H100s as 2 replicas of TP2: each GPU holds half of every expert with
+    tensor parallelism alone; with --enable-expert-parallel the experts spread over all four
+    GPUs, a quarter each. Experts: 32 layers x 8 x 3 matrices of 4,096 x 14,336, bfloat16."""
+    experts = 32 * 8 * 3 * 4096 * 14336 * 2
+    model = catalog_model("mixtral-8x7b-v0.1")
+    tp = serve(model, H100, gpus=4, tensor=2, context=8192, layouts=False)
+    ep = serve(model, H100, gpus=4, tensor=2, context=8192, layouts=False, expert_parallel=True)
+    assert tp.replica.weights_bytes_per_gpu - ep.replica.weights_bytes_per_gpu == experts // 2 - experts // 4
+    assert ep.replica.kv_tokens > tp.replica.kv_tokens and ep.to_json()["expert_parallel"] is True
+    # one replica: the experts are already spread over its GPUs
+    one = serve(model, H100, gpus=2, context=8192, layouts=False, expert_parallel=True)
+    assert one.replica.weights_bytes_per_gpu == tp.replica.weights_bytes_per_gpu
+
+
+def test_the_cli_takes_the_flags_and_says_the_version():
+    data = json.loads(cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--kv-cache-dtype", "fp8",
+                          "--enforce-eager", "--json").stdout)
+    expected = run(kv_dtype="fp8", enforce_eager=True)
+    assert data["kv_tokens"] == expected.replica.kv_tokens and data["kv_dtype"] == "float8"
+    assert (data["engine_version"], data["cuda_graph_bytes"], data["enforce_eager"]) == (VLLM_CURRENT, 0, True)
+    old = json.loads(cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--engine-version", "0.19",
+                         "--json").stdout)
+    assert old["gpu_memory_utilization"] == 0.9 and old["kv_tokens"] == 443_328
+    fixed = json.loads(cli("serve", "llama-3.1-8b", "--gpu", "h100", "--kv-cache-memory-bytes", "10000000000",
+                           "--json").stdout)
+    assert fixed["kv_cache_memory_bytes"] == 10**10
+    text = cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192").stdout
+    assert "CUDA graphs" in text and f"vLLM {VLLM_CURRENT}" in text
+    for args in (("--engine-version", "0.2"), ("--kv-cache-memory-bytes", "-1")):
+        bad = cli("serve", "llama-3.1-8b", "--gpu", "h100", *args)
+        assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+
+
+def test_current_version_is_compared_with_published_logs():
+    """At least five published start-up logs of the current accounting, each with its source,
+    version and flags; on the cards of gpus.toml the engine's own "equivalent share" line gives
+    back the card's total memory within the rounding of the printed figures."""
+    from bench.serving_current import checks, rows
+
+    assert len(rows()) >= 5
+    for row in rows():
+        assert row["source_url"].startswith("https://github.com/") and row["engine_version"] and row["flags"]
+        assert row["kv_skip"] and row["quote"]
+    on_cards = [c for c in checks() if c.card_total_gib is not None]
+    assert len(on_cards) >= 3 and all(c.within_rounding for c in on_cards), [(c.id, c.error) for c in on_cards]
+    default_capture = [c for c in checks() if "default capture" in c.capture]
+    assert default_capture and all(abs(CUDA_GRAPH_BYTES / GIB / c.logged_gib - 1) < 0.1 for c in default_capture)
+
+
+HOSTILE = {
+    "llama.cpp: huge context": ["--engine", "llama.cpp", "--context", "99999999999"],
+    "llama.cpp: no slots": ["--engine", "llama.cpp", "--slots", "0"],
+    "llama.cpp: absurd slots": ["--engine", "llama.cpp", "--slots", "9" * 400],
+    "llama.cpp: negative -ngl": ["--engine", "llama.cpp", "--gpu-layers", "-1"],
+    "llama.cpp: unknown cache type": ["--engine", "llama.cpp", "--cache-type", "q3_k"],
+    "vllm: 1e99 pool": ["--kv-cache-memory-bytes", "1e99"],
+    "vllm: 400-digit pool": ["--kv-cache-memory-bytes", "9" * 400],
+    "vllm: unknown usage context": ["--usage-context", "<b>x</b>"],
+    "vllm: unknown version": ["--engine-version", "latest"],
+    "vllm: context beyond the model": ["--context", "99999999"],
+}
+
+
+@pytest.mark.parametrize("args", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_serve_flags_get_one_clear_line(args):
+    out = cli("serve", "llama-3.1-8b", "--gpu", "h100", *args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr + out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
