@@ -90,6 +90,11 @@ def _answer(request: dict):
 
             value = read_headers_here(request["repo"], request.get("endpoint", ""), request.get("token"),
                                       Deadline(request["seconds"]) if request.get("seconds") else None)
+        elif op == "plan_device_map":  # the offloading chapter: model and placement built here
+            from calculator.offload_plan import plan_here
+
+            value = plan_here(request["config_json"], request["gpu_budgets"], request["cpu_budget"],
+                              request["dtype"], request["quantization"])
         elif op == "model_types":
             value = sorted(meta.known_model_types())
         elif op == "ping":
