@@ -59,6 +59,17 @@ def _virtual_bytes() -> int:
         return 0
 
 
+def lower_address_space(cap: int) -> int:
+    """Lower the soft address-space limit to `cap`, never above what the host allows (a hard
+    limit from `ulimit -v`, `prlimit --as` or a container) nor above the soft limit already
+    set: a process may always lower its soft limit, never raise its hard one. The limit set."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    allowed = [limit for limit in (soft, hard) if limit != resource.RLIM_INFINITY]
+    new = min([cap, *allowed])
+    resource.setrlimit(resource.RLIMIT_AS, (new, hard))
+    return new
+
+
 class _TimeUp(Exception):
     pass
 
@@ -133,8 +144,7 @@ def main() -> int:
     if memory:
         # Room for the build's own memory, twice over: the parent's watch on the resident
         # size is the limit readers see; this only stops a runaway allocation at once.
-        cap = _virtual_bytes() + 2 * memory
-        resource.setrlimit(resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))
+        lower_address_space(_virtual_bytes() + 2 * memory)
     signal.signal(signal.SIGALRM, _on_alarm)
     write_frame(stdout, ("ready", resident_bytes()))
     while True:
