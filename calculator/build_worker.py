@@ -59,6 +59,17 @@ def _virtual_bytes() -> int:
         return 0
 
 
+def lower_address_space(cap: int) -> int:
+    """Lower the soft address-space limit to `cap`, never above what the host allows (a hard
+    limit from `ulimit -v`, `prlimit --as` or a container) nor above the soft limit already
+    set: a process may always lower its soft limit, never raise its hard one. The limit set."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    allowed = [limit for limit in (soft, hard) if limit != resource.RLIM_INFINITY]
+    new = min([cap, *allowed])
+    resource.setrlimit(resource.RLIMIT_AS, (new, hard))
+    return new
+
+
 class _TimeUp(Exception):
     pass
 
@@ -90,6 +101,11 @@ def _answer(request: dict):
 
             value = read_headers_here(request["repo"], request.get("endpoint", ""), request.get("token"),
                                       Deadline(request["seconds"]) if request.get("seconds") else None)
+        elif op == "plan_device_map":  # the offloading chapter: model and placement built here
+            from calculator.offload_plan import plan_here
+
+            value = plan_here(request["config_json"], request["gpu_budgets"], request["cpu_budget"],
+                              request["dtype"], request["quantization"])
         elif op == "model_types":
             value = sorted(meta.known_model_types())
         elif op == "ping":
@@ -128,8 +144,7 @@ def main() -> int:
     if memory:
         # Room for the build's own memory, twice over: the parent's watch on the resident
         # size is the limit readers see; this only stops a runaway allocation at once.
-        cap = _virtual_bytes() + 2 * memory
-        resource.setrlimit(resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))
+        lower_address_space(_virtual_bytes() + 2 * memory)
     signal.signal(signal.SIGALRM, _on_alarm)
     write_frame(stdout, ("ready", resident_bytes()))
     while True:

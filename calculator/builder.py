@@ -42,7 +42,7 @@ MAX_REPLY_BYTES = 64 * 2**20  # a summary is kilobytes; a reply this large is re
 POLL_SECONDS = 0.05
 START_SECONDS = 120.0  # importing torch and transformers on a busy machine
 # Errors that say nothing about the config: asked again next time, never cached.
-PASSING_ERRORS = frozenset({"build_busy", "build_worker_failed"})
+PASSING_ERRORS = frozenset({"build_busy", "build_worker_failed", "build_worker_start_failed"})
 
 
 def _env_number(name: str, default: float) -> float:
@@ -56,13 +56,15 @@ def _env_number(name: str, default: float) -> float:
 @dataclass(frozen=True)
 class Limits:
     """What one build may use. Set from the environment (CALCULATOR_BUILD_MEMORY_MIB,
-    CALCULATOR_BUILD_SECONDS, CALCULATOR_BUILD_WORKERS) when the pool is made."""
+    CALCULATOR_BUILD_SECONDS, CALCULATOR_BUILD_WORKERS, CALCULATOR_BUILD_SPARE=0) when the pool
+    is made."""
 
     memory_bytes: int = 1024 * 2**20  # above the worker's warm size
     seconds: float = 20.0
     workers: int = 2
     growth_bytes: int = 256 * 2**20  # a worker this much larger than when warm is replaced
     idle_seconds: float = 300.0
+    spare: bool = True  # keep a warm worker beside the busy ones (a server; the CLI does not)
 
     @classmethod
     def from_environment(cls) -> Limits:
@@ -71,6 +73,7 @@ class Limits:
             memory_bytes=int(_env_number("CALCULATOR_BUILD_MEMORY_MIB", default.memory_bytes / 2**20) * 2**20),
             seconds=_env_number("CALCULATOR_BUILD_SECONDS", default.seconds),
             workers=max(1, int(_env_number("CALCULATOR_BUILD_WORKERS", default.workers))),
+            spare=os.environ.get("CALCULATOR_BUILD_SPARE", "1") != "0",
         )
 
 
@@ -200,6 +203,8 @@ class Pool:
         self._lock = threading.Condition()
         self.started = 0  # workers started so far (replacements included)
         self.overruns = 0
+        self.replacing = 0  # replacements starting in the background
+        self._closed = False
 
     def ask(self, request: dict):
         """("ok", value) or ("error", (code, params)) from a worker, or a CalculatorError
@@ -227,8 +232,10 @@ class Pool:
             while True:
                 self._retire_idle()
                 if self._idle:
-                    return self._idle.pop()
-                if self._count < self.limits.workers:
+                    worker = self._idle.pop()
+                    self._keep_a_spare_locked()
+                    return worker
+                if self._count < self.limits.workers and not self.replacing:  # else: wait for it
                     self._count += 1
                     break
                 remaining = deadline - time.monotonic()
@@ -241,11 +248,12 @@ class Pool:
             with self._lock:
                 self._count -= 1
                 self._lock.notify()
-            if isinstance(error, _Broken):
-                raise CalculatorError("build_worker_failed", detail=str(error)[:120]) from None
+            if isinstance(error, _Broken):  # the server's problem, not the reader's config
+                raise CalculatorError("build_worker_start_failed", detail=str(error)[:120]) from None
             raise
         with self._lock:
             self.started += 1
+            self._keep_a_spare_locked()
         return worker
 
     def _give_back(self, worker: Worker, keep: bool) -> None:
@@ -254,9 +262,40 @@ class Pool:
         with self._lock:
             if keep:
                 self._idle.append(worker)
-            else:
+            else:  # replaced at once: the next reader (often right after a refusal) finds it warm
                 self._count -= 1
+                if not self._closed:
+                    self._start_spare_locked()
             self._lock.notify()
+
+    def _keep_a_spare_locked(self) -> None:
+        """With no idle worker left, start one in the background while the pool has room: the
+        next reader (often right after a refusal) finds a warm worker, not a 15 s start."""
+        if self.limits.spare and not self._idle and self._count < self.limits.workers and not self.replacing:
+            self._start_spare_locked()
+
+    def _start_spare_locked(self) -> None:
+        """Start a worker in the background (lock held): it joins the idle ones when warm."""
+        self._count += 1
+        self.replacing += 1
+        threading.Thread(target=self._start_spare, daemon=True, name="build-worker-spare").start()
+
+    def _start_spare(self) -> None:
+        try:
+            worker = Worker(self.limits)
+        except BaseException:
+            worker = None
+        with self._lock:
+            self.replacing -= 1
+            if worker is None or self._closed:
+                self._count -= 1
+            else:
+                self.started += 1
+                self._idle.append(worker)
+                worker = None
+            self._lock.notify_all()
+        if worker is not None:
+            worker.stop()
 
     def _retire_idle(self) -> None:
         """Stop workers beyond the first that have had nothing to do for a while (lock held)."""
@@ -271,6 +310,7 @@ class Pool:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             idle, self._idle = self._idle, []
             self._count -= len(idle)
         for worker in idle:

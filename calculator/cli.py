@@ -8,6 +8,7 @@ The commands live in calculator/commands/, one module each.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .commands import COMMANDS
@@ -42,6 +43,7 @@ def _refuse_empty_values(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("CALCULATOR_BUILD_SPARE", "0")  # one command: no warm spare worker to pay for
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "run", None):

@@ -10,7 +10,8 @@ it (Streamlit's own server, in its ASGI mode); each reader's page then runs Home
   serves the home page and the guide says "no such page" in the reader's language
   (guide/app.py).
 - `/_stcore/metrics` answers only a direct request from this machine: not through a proxy
-  (a forwarding header), not from another host.
+  (a forwarding header), not from another host, whatever the path's encoding
+  (`/_stcore/%6Detrics` is the same route to Streamlit's router).
 - Every answer carries the security headers of SECURITY_HEADERS (README, "Running it for a
   team", gives the same to a reverse proxy): a Content-Security-Policy that lets the guide's
   own scripts run and nothing from elsewhere, no framing but by the guide itself (or the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from urllib.parse import unquote
 
 # Streamlit's own routes (first path segment): never redirected.
 STREAMLIT_PREFIXES = frozenset({"_stcore", "static", "media", "component", "app", "auth", "oauth2callback"})
@@ -90,6 +92,26 @@ def _base_path() -> str:
     return f"/{base}" if base else ""
 
 
+def _path_forms(scope) -> set[str]:
+    """The request's path as the router sees it (the server's decoded `path`) and as its raw
+    bytes decode once and twice: `/_stcore/%6Detrics` and `/_stcore/metric%73` are the
+    metrics route to the router, whatever the raw text says."""
+    raw = (scope.get("raw_path") or b"").decode("latin-1").split("?", 1)[0]
+    once = unquote(raw)
+    return {scope.get("path", ""), raw, once, unquote(once)}
+
+
+def is_metrics(scope, base: str = "") -> bool:
+    """A request for Streamlit's metrics, in any spelling: any segment after `_stcore` that
+    names metrics, in any case or encoding."""
+    for path in _path_forms(scope):
+        inner = path[len(base):] if base and path.startswith(base) else path
+        segments = [s.lower() for s in inner.split("/") if s]
+        if segments[:1] == ["_stcore"] and any("metric" in s for s in segments[1:]):
+            return True
+    return False
+
+
 class GuideMiddleware:
     """The rules above, around Streamlit's ASGI app."""
 
@@ -106,7 +128,7 @@ class GuideMiddleware:
         base = _base_path()
         inner = path[len(base):] if base and path.startswith(base) else path
         segments = [s for s in inner.split("/") if s]
-        if segments[-1:] == ["metrics"] and segments[:1] == ["_stcore"] and not self._local(scope):
+        if is_metrics(scope, base) and not self._local(scope):
             await self._answer(send, 404, b"Not Found")
             return
         if (scope["method"] in ("GET", "HEAD") and len(segments) > 1

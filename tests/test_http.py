@@ -70,3 +70,39 @@ def test_the_readme_gives_the_proxy_the_same_policy():
     from tests.conftest import ROOT
 
     assert content_security_policy() in (ROOT / "README.md").read_text()
+
+
+def call_raw(raw: str, client: str = "203.0.113.9", headers: list | None = None) -> int:
+    """As an ASGI server passes a request: `path` decoded (what the router matches), `raw_path`
+    as sent."""
+    from urllib.parse import unquote
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"metrics"})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": unquote(raw), "raw_path": raw.encode(), "query_string": b"",
+             "client": (client, 40000), "headers": headers or []}
+    asyncio.run(GuideMiddleware(app)(scope, None, send))
+    return sent[0]["status"]
+
+
+ENCODED_METRICS = ["/_stcore/%6Detrics", "/_stcore/metric%73", "/_stcore/%6d%65%74%72%69%63%73", "/%5Fstcore/metrics",
+                   "/_stcore%2Fmetrics", "/_stcore/metrics/", "//_stcore//metrics", "/_stcore/Metrics",
+                   "/_stcore/%256Detrics", "/_stcore/metrics?x=1"]
+
+
+@pytest.mark.parametrize("raw", ENCODED_METRICS)
+@pytest.mark.parametrize("client,headers", [("203.0.113.9", []), ("127.0.0.1", [(b"x-forwarded-for", b"203.0.113.9")]),
+                                            ("127.0.0.1", [(b"X-Real-IP", b"203.0.113.9")])])
+def test_the_metrics_stay_private_whatever_the_paths_encoding(raw, client, headers):
+    assert call_raw(raw, client, headers) == 404
+
+
+def test_encoded_metrics_paths_still_answer_this_machine():
+    assert call_raw("/_stcore/%6Detrics", client="127.0.0.1") == 200

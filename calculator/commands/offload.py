@@ -4,6 +4,8 @@ code that loads it."""
 
 from __future__ import annotations
 
+import json
+
 from ..errors import CalculatorError
 from ..units import format_bytes
 from ._common import add_command, find_gpu, parse_size, print_json, render_table, resolve_model
@@ -26,8 +28,8 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from ..offload import (MAX_GPUS, build_meta_model, compact_map, default_gpu_budget, forward_cost, plan_device_map,
-                           snippet)
+    from ..offload import MAX_GPUS, compact_map, default_gpu_budget, forward_cost, snippet
+    from ..offload_plan import plan_config
     from ..precision import normalize_dtype
 
     card = find_gpu(args.gpu)
@@ -39,10 +41,10 @@ def run(args) -> int:
     resolved = resolve_model(args)
     if resolved.config is None:
         raise CalculatorError("offload_no_config", model=resolved.name[:80])
-    model = build_meta_model(resolved.config, dtype)
-    plan = plan_device_map(model, [gpu_budget] * args.gpus, cpu_budget, dtype, args.quantization)
+    plan, architecture = plan_config(json.dumps(resolved.config, sort_keys=True), [gpu_budget] * args.gpus,
+                                     cpu_budget, dtype, args.quantization)
     cost = forward_cost(plan, card)
-    code = snippet(resolved.load_id or resolved.name, type(model).__name__, plan)
+    code = snippet(resolved.load_id or resolved.name, architecture, plan)
     if args.json:
         print_json({"model": resolved.load_id, "gpu": card.key, "gpu_budget": gpu_budget, "gpus": args.gpus,
                     **plan.to_json(), "cost": cost.to_json(), "snippet": code})

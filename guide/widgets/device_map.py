@@ -5,14 +5,12 @@ kept unquantized, the cost of streaming them, and the code that loads it."""
 
 from __future__ import annotations
 
-import json
-
 import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.errors import CalculatorError
-from calculator.offload import (QUANTIZATIONS, build_meta_model, compact_map, default_gpu_budget, forward_cost,
-                                plan_device_map, snippet)
+from calculator.offload import QUANTIZATIONS, compact_map, default_gpu_budget, forward_cost, snippet
+from calculator.offload_plan import plan_config
 from calculator.precision import FLOAT_DTYPES
 from calculator.verdicts import offload_limits
 from guide.charts import GIB, base_layout
@@ -26,12 +24,6 @@ COLOURS = {"gpu": "#2ca02c", "cpu": "#ff7f0e", "disk": "#d62728"}
 # bitsandbytes has the format, quantizes them on the GPU.
 CASE_QUANTIZATION = {"int8": "bnb-int8", "int4": "bnb-nf4", "bnb-int8": "bnb-int8", "bnb-nf4": "bnb-nf4",
                      "bnb-nf4-dq": "bnb-nf4", "bnb-fp4": "bnb-fp4"}
-
-
-@st.cache_resource(max_entries=4, show_spinner=False)
-def meta_model(config_json: str, dtype: str):
-    """The model on the meta device: a few MB of Python objects, built once per config."""
-    return build_meta_model(json.loads(config_json), dtype)
 
 
 def _device_label(device: str, ctx: Context) -> str:
@@ -80,10 +72,9 @@ def render(ctx: Context) -> None:
         share_box(ctx)
         return
     try:
-        # The first plan in a server process imports torch, transformers and accelerate (seconds).
+        # Built and placed in a build worker, within its limits; only the plan comes back.
         with st.spinner(ctx.t("offload.building"), show_time=True):
-            model_on_meta = meta_model(model.config_json, dtype)
-        plan = plan_device_map(model_on_meta, [budget] * gpus, cpu_limit, dtype, quantization)
+            plan, _ = plan_config(model.config_json, [budget] * gpus, cpu_limit, dtype, quantization)
     except CalculatorError as error:
         show_error(ctx, error)
         share_box(ctx)
