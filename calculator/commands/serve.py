@@ -5,7 +5,7 @@ or SGLang 0.4.6) splits each card, how many sequences of --context tokens run at
 from __future__ import annotations
 
 from ..units import format_bytes
-from ._common import add_command, find_gpu, print_json, render_table, resolve_model
+from ._common import add_command, platform_gpus, find_gpu, print_json, render_table, resolve_model
 
 
 def register(commands, shared) -> None:
@@ -45,6 +45,7 @@ def run(args) -> int:
     from ..serving_plan import serve
 
     card = find_gpu(args.gpu)
+    args.gpus = platform_gpus(args, None)
     model = resolve_model(args)
     plan = serve(model, card, engine=args.engine, gpus=args.gpus, tensor=args.tensor, dtype=args.dtype,
                  kv_dtype=args.kv_dtype, context=args.context, users=args.users, utilization=args.utilization,
