@@ -201,12 +201,20 @@ def reservation_mib(architecture: str, card_vendor: str) -> int:
 PCIE_GBS = {"PCIe 3.0 x16": 16.0, "PCIe 4.0 x16": 32.0, "PCIe 5.0 x16": 64.0}
 # Host links no two GPUs share (x8 cards; Grace to its GPU: 900 GB/s both directions added).
 HOST_ONLY_GBS = {"PCIe 4.0 x8": 16.0, "PCIe 5.0 x8": 32.0, "NVLink-C2C": 450.0}
-# The link to CPU memory where it is not the card's default (PCIe 4.0 x16), from the datasheets.
-HOST_LINKS = {"t4": "PCIe 3.0 x16", "p100": "PCIe 3.0 x16", "v100-16gb": "PCIe 3.0 x16", "v100-32gb": "PCIe 3.0 x16",
-              **{key: "PCIe 5.0 x16" for key in ("h100", "h100-pcie", "h100-nvl", "h200", "h20", "b200", "b300", "mi300x",
-                                                "mi325x", "mi355x", "rtx-pro-6000", "rtx5070",
-                                                "rtx5070ti", "rtx5080", "rtx5090")},
-              "gh200": "NVLink-C2C", "gb200": "NVLink-C2C", "rtx4060ti-16gb": "PCIe 4.0 x8", "rtx5060ti-16gb": "PCIe 5.0 x8"}
+# Each card's link to CPU memory, from the same datasheets as the catalog (Apple silicon has
+# none: host_link). A test checks that every NVIDIA and AMD card is listed.
+_LINKS_BY_CARD = {
+    "PCIe 3.0 x16": ("t4", "p100", "v100-16gb", "v100-32gb"),
+    "PCIe 4.0 x16": ("l4", "a10", "a10g", "a30", "a40", "l40s", "a100-40gb", "a100-40gb-pcie", "a100-80gb",
+                     "a100-80gb-pcie", "mi250x", "rtx-a4000", "rtx-a5000", "rtx-a6000", "rtx6000-ada", "rtx3060",
+                     "rtx3080", "rtx3090", "rtx4070", "rtx4070ti-super", "rtx4080", "rtx4090"),
+    "PCIe 4.0 x8": ("rtx4060ti-16gb",),
+    "PCIe 5.0 x16": ("h100", "h100-pcie", "h100-nvl", "h200", "h20", "b200", "b300", "mi300x", "mi325x", "mi355x",
+                     "rtx-pro-6000", "rtx5070", "rtx5070ti", "rtx5080", "rtx5090"),
+    "PCIe 5.0 x8": ("rtx5060ti-16gb",),
+    "NVLink-C2C": ("gh200", "gb200"),
+}
+HOST_LINKS = {key: link for link, keys in _LINKS_BY_CARD.items() for key in keys}
 
 
 def host_link(card: Gpu) -> tuple[str, float]:
