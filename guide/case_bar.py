@@ -76,8 +76,9 @@ def _input(name: str, value, lang: str) -> None:
         st.selectbox(label, options, format_func=_model_label, accept_new_options=True,
                      placeholder=t("case.model_placeholder"), **common)
     elif name == "gpu":
-        labels = _gpu_labels(lang)
-        st.selectbox(label, list(labels), format_func=labels.__getitem__, **common)
+        labels = _gpu_labels(lang, value)
+        st.selectbox(label, list(labels), format_func=lambda v: labels.get(v, str(v)), accept_new_options=True,
+                     **common)
     elif name == "dtype":
         st.selectbox(label, dtype_choices(), **common)
     elif name in WHOLE_NUMBERS:
@@ -93,6 +94,11 @@ def _write(name: str) -> None:
     if name == "model":
         entry = catalog.find(str(value))
         value = entry.key if entry else str(value).strip()
+    if name == "gpu":  # a card typed by its name or memory travels as its key ("5090": rtx5090)
+        try:
+            value = parse_value("gpu", str(value).strip())
+        except ValueError:
+            value = str(value).strip()[:60]  # the case refuses it, with a message, on the rerun
     st.query_params[name] = str(int(value) if name in WHOLE_NUMBERS else value)
 
 
@@ -101,11 +107,16 @@ def _model_label(value) -> str:
     return entry.id if entry else str(value)
 
 
-def _gpu_labels(lang: str) -> dict[str, str]:
-    """Each card's name and the total PyTorch sees on it, in the reader's units."""
-    from calculator.gpus import gpus
+def _gpu_labels(lang: str, current: str) -> dict[str, str]:
+    """Each card under its group, with the total PyTorch sees on it, in the reader's units;
+    the case's own card first when the reader typed it (custom:12GiB)."""
+    from calculator.gpus import gpu, gpus
 
-    return {key: f"{card.name} ({format_bytes(card.total_bytes, lang)})" for key, card in gpus().items()}
+    cards = dict(gpus())
+    if current not in cards:
+        cards = {current: gpu(current), **cards}
+    return {key: f"{t('case.gpu_group_' + card.group)} · {card.name} ({format_bytes(card.total_bytes, lang)})"
+            for key, card in cards.items()}
 
 
 def _upload():

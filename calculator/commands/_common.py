@@ -50,6 +50,15 @@ def find_gpu(key: str | None):
     return gpu(key) if key is not None else None
 
 
+def platform_gpus(args, default):
+    """The GPU count a command runs with: --gpus, or the platform's own count when --gpus was
+    left at its default ("Kaggle 2xT4" is two T4s)."""
+    from ..gpus import gpu_count
+
+    count = gpu_count(args.gpu) if getattr(args, "gpu", None) else 1
+    return count if args.gpus == default and count > 1 else args.gpus
+
+
 def sizer(units: str):
     """The size formatter for --units, and the line that names the unit."""
     system = "binary" if units == "GiB" else "decimal"

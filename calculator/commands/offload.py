@@ -8,7 +8,7 @@ import json
 
 from ..errors import CalculatorError
 from ..units import format_bytes
-from ._common import add_command, find_gpu, parse_size, print_json, render_table, resolve_model
+from ._common import add_command, platform_gpus, find_gpu, parse_size, print_json, render_table, resolve_model
 
 
 def register(commands, shared) -> None:
@@ -33,6 +33,7 @@ def run(args) -> int:
     from ..precision import normalize_dtype
 
     card = find_gpu(args.gpu)
+    args.gpus = platform_gpus(args, 1)
     dtype = normalize_dtype(args.dtype)
     gpu_budget = parse_size(args.gpu_memory, "--gpu-memory") if args.gpu_memory else default_gpu_budget(card)
     cpu_budget = parse_size(args.cpu_memory, "--cpu-memory") if args.cpu_memory else None

@@ -5,7 +5,7 @@ or SGLang 0.4.6) splits each card, how many sequences of --context tokens run at
 from __future__ import annotations
 
 from ..units import format_bytes
-from ._common import add_command, find_gpu, print_json, render_table, resolve_model
+from ._common import add_command, platform_gpus, find_gpu, print_json, render_table, resolve_model
 
 
 def register(commands, shared) -> None:
@@ -67,6 +67,7 @@ def run(args) -> int:
     from ..serving_plan import serve
 
     card = find_gpu(args.gpu)
+    args.gpus = platform_gpus(args, None)
     model = resolve_model(args)
     if args.engine == "llama.cpp":
         return run_llamacpp(args, model)

@@ -7,7 +7,7 @@ side by side."""
 from __future__ import annotations
 
 from ..units import format_count
-from ._common import (add_command, budget_for, find_gpu, print_json, readings_json, readings_lines, render_table,
+from ._common import (add_command, platform_gpus, budget_for, find_gpu, print_json, readings_json, readings_lines, render_table,
                       resolve_model, sizer)
 
 
@@ -65,6 +65,7 @@ def run(args) -> int:
     from ..verdicts import default_checkpointing, largest_micro_batch_answer
 
     card = find_gpu(args.gpu)
+    args.gpus = platform_gpus(args, 1)
     checkpointing = args.checkpointing or default_checkpointing(args.method)
     setup = TrainingSetup(method=args.method, precision=args.precision, optimizer=args.optimizer,
                           micro_batch=args.batch, sequence=args.sequence, checkpointing=checkpointing,

@@ -43,9 +43,9 @@ class Param:
 
 
 def gpu_name(key: object) -> str:
-    from calculator.gpus import gpus
+    from calculator.gpus import gpu
 
-    return gpus()[key].name
+    return gpu(key).name
 
 
 def gpu_param(key: str, example: str, given: tuple[tuple[str, str], ...] = ()) -> Param:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from calculator import catalog
 from calculator.model import Model, catalog_model
-from calculator.gpus import Gpu, gpus
+from calculator.gpus import Gpu, gpu, gpus
 from calculator.precision import DTYPES
 from guide.case import WHOLE_NUMBERS
 from guide.widgets import Context, gpu_name
@@ -96,7 +96,7 @@ def _base_inputs(ctx: Context) -> Inputs:
     case = ctx.case
     raw = case.case if case is not None else Case()
     model = case.model if case is not None else catalog_model(catalog.find(raw.model).key)
-    return Inputs(model, gpus()[raw.gpu], raw.dtype, raw.batch, raw.prompt, raw.new_tokens, raw.sequence,
+    return Inputs(model, gpu(raw.gpu), raw.dtype, raw.batch, raw.prompt, raw.new_tokens, raw.sequence,
                   raw.method, raw.precision, raw.optimizer, raw.checkpointing, workload=raw.workload, items=raw.items)
 
 
