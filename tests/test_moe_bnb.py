@@ -67,3 +67,21 @@ def test_the_training_model_prices_the_upcast_experts():
     assert prepared.total_bytes > 116e9
     assert prepared.total_bytes - raw.total_bytes == pytest.approx(2 * unconverted_expert_parameters(summary, spec),
                                                                    rel=0.05)
+
+
+def test_the_lora_calculator_warns_before_the_upcast_in_both_languages():
+    from calculator.training import kbit_upcast_bytes
+    from calculator.units import format_bytes
+    from tests.apptest import open_page
+
+    summary, spec = catalog.stored_summary("qwen3-30b-a3b"), catalog.stored_spec("qwen3-30b-a3b")
+    upcast = kbit_upcast_bytes(summary, spec, TrainingSetup(method="qlora"))
+    en = open_page("fine-tuning", "en", model="qwen3-30b-a3b", gpu="h100", batch="1", sequence="512")
+    fr = open_page("fine-tuning", "fr", model="qwen3-30b-a3b", gpu="h100", batch="1", sequence="512")
+    assert not en.exception and not fr.exception
+    assert any("prepare_model_for_kbit_training" in w.value and format_bytes(upcast, "en") in w.value
+               for w in en.warning)
+    plain = [w.value.replace("\u202f", " ").replace("\xa0", " ") for w in fr.warning]  # French typography
+    assert any("float32 avec les normalisations" in w and format_bytes(upcast, "fr") in w for w in plain), plain
+    dense = open_page("fine-tuning", "en", model="llama-3-8b")
+    assert not any("prepare_model_for_kbit_training" in w.value for w in dense.warning)
