@@ -66,7 +66,11 @@ FAMILIES: dict[str, Family] = {
     # Llama-style decoders (RMSNorm in float32, rotary positions): the default, listed for clarity.
     **{name: Family() for name in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                                    "deepseek_v2", "deepseek_v3", "phi3", "granite", "olmo2", "cohere2",
-                                   "ministral")},
+                                   "ministral",
+                                   # 2025-26: gpt-oss (sinks and clamped SwiGLU aside), Llama 4 (chunked
+                                   # attention in layer_types), SmolLM3, Qwen2.5-VL's language model
+                                   "gpt_oss", "llama4", "llama4_text", "smollm3", "qwen2_5_vl", "qwen2_5_vl_text",
+                                   "mistral3")},
     **{name: Family(norm="gemma") for name in ("gemma", "gemma2", "gemma3", "gemma3_text")},
     "gpt2": Family(norm="layer", positions="learned", fused_qkv=True, keeps_attention_output=True,
                    float32_softmax=False, gated_mlp=False),
@@ -79,7 +83,9 @@ FAMILIES: dict[str, Family] = {
     "phi": Family(norm="layer", gated_mlp=False),
     **{name: Family(**_T5) for name in ("t5", "mt5", "umt5")},
     **{name: Family(**_ENCODER) for name in ("bert", "roberta", "distilbert", "deberta", "deberta-v2", "electra",
-                                             "albert", "xlm-roberta", "camembert", "modernbert")},
+                                             "albert", "xlm-roberta", "camembert")},
+    # ModernBERT: rotary positions and a gated MLP (Wi yields the GeGLU's two halves), LayerNorm
+    "modernbert": Family(kind="encoder", norm="layer", positions="rotary", gated_mlp=True),
     **{name: Family(**_VISION) for name in ("vit", "deit", "beit", "swin", "dinov2", "convnext")},
 }
 

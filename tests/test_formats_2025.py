@@ -167,3 +167,18 @@ def test_transformers_facts_behind_the_loader_column():
     assert "Mxfp4GptOssExperts" in inspect.getsource(quantizer_mxfp4.Mxfp4HfQuantizer.param_needs_quantization)
     assert "pre-quantized NVFP4 checkpoints is not supported" in inspect.getsource(quantizer_nvfp4)
     assert "8.9" in inspect.getsource(quantizer_finegrained_fp8)
+
+
+def test_the_quantization_page_says_who_loads_each_format_and_what_gpt_oss_ships_in():
+    from calculator.units import format_bytes
+    from tests.apptest import open_page
+
+    shipped = quantize_model(catalog.stored_summary("gpt-oss-20b"), catalog.stored_spec("gpt-oss-20b"), "mxfp4")
+    for lang, column, words in (("en", "Who loads it", "ships in mxfp4"), ("fr", "Qui le charge", "publié en mxfp4")):
+        at = open_page("quantization", lang, model="gpt-oss-20b")
+        assert not at.exception
+        table = next(d.value for d in at.dataframe if column in d.value.columns)
+        loaders = dict(zip(table.iloc[:, 0], table[column]))
+        assert "Mxfp4Config" in loaders["mxfp4"] and "NVFP4Config" in loaders["nvfp4"]
+        captions = " ".join(c.value for c in at.caption).replace("\u202f", " ").replace("\xa0", " ")
+        assert words in captions and format_bytes(shipped.total_bytes, lang) in captions

@@ -59,7 +59,7 @@ def run(args) -> int:
 
     from ..budget import readings_of
     from ..training import (STRATEGIES, Layout, TrainingSetup, activation_model, compare_methods, fewest_gpus,
-                            korthikanti_layer_bytes, rule_of_thumb_bytes, rule_of_thumb_split,
+                            kbit_upcast_bytes, korthikanti_layer_bytes, rule_of_thumb_bytes, rule_of_thumb_split,
                             training_memory)
 
     from ..verdicts import default_checkpointing, largest_micro_batch_answer
@@ -82,6 +82,7 @@ def run(args) -> int:
     korthikanti = korthikanti_layer_bytes(setup.micro_batch, setup.sequence, model.spec.hidden, model.spec.heads)
     result = {"model": model.name, "source": model.source, **memory.to_json(),
               "rule_of_thumb_bytes": rule_of_thumb_bytes(model.summary.parameters),
+              "kbit_upcast_expert_bytes": kbit_upcast_bytes(model.summary, model.spec, setup),
               "setup": {k: v for k, v in setup.__dict__.items() if k != "device"},
               "layout": {**layout.__dict__, "data": layout.data}}
     budget = budget_for(card)
@@ -132,6 +133,10 @@ def run(args) -> int:
           f"forward/backward {size(memory.forward_backward_bytes)}, optimizer step {size(memory.optimizer_step_bytes)}.")
     if memory.cpu_bytes:
         print(f"On the CPU: {size(memory.cpu_bytes)} per GPU.")
+    if result["kbit_upcast_expert_bytes"]:
+        print(f"Mixture of experts: bitsandbytes leaves the fused experts in 16 bits and "
+              f"prepare_model_for_kbit_training casts them to float32, {size(result['kbit_upcast_expert_bytes'])} "
+              "more (counted above); --no-kbit-prepare prices the run that skips it.")
     print(f"Rule of thumb (8 bytes per parameter, bfloat16 full fine-tuning): {size(result['rule_of_thumb_bytes'])}.")
     def listing(sizes: dict[str, int], names: dict[str, str] | None = None) -> str:
         return ", ".join(f"{(names or {}).get(key, key)} {size(value)}" for key, value in sizes.items())

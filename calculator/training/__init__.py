@@ -54,7 +54,10 @@ from .inverse import (
 )
 from .layer_tensors import ACTIVATION_KEEPS, LAYER_GROUPS, ROLES, SITES, Saved
 from .peak import PEAK_COMPONENTS, TrainingMemory, model_traits_default, training_memory
-from .quantized import NF4_BLOCK, NF4_SCALE_BLOCK, largest_module_parameters, nf4_bytes, quantized_base_bytes
+from .quantized import (
+    NF4_BLOCK, NF4_SCALE_BLOCK, kbit_upcast_bytes, largest_module_parameters, nf4_bytes, quantized_base_bytes,
+    unconverted_expert_parameters,
+)
 from .setup import (
     ACCOUNTINGS, ADAPTER_DTYPES, ALL_LINEAR, ATTENTION, AUTOCAST_PRECISIONS, CHECKPOINTING, DEVICES, GPUS_PER_NODE,
     MAX_BATCH, MAX_GPUS, MAX_RANK, MAX_TOKENS, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISION_BYTES, PRECISIONS,
@@ -78,6 +81,7 @@ __all__ = [
     "optimizer_step_temporary",
     # quantized
     "NF4_BLOCK", "NF4_SCALE_BLOCK", "nf4_bytes", "quantized_base_bytes", "largest_module_parameters",
+    "kbit_upcast_bytes", "unconverted_expert_parameters",
     # activations
     "ACTIVATION_KEEPS", "ROLES", "SITES", "LAYER_GROUPS", "Saved", "Moment", "ActivationModel", "activation_model",
     "layer_activation_bytes", "KorthikantiLayer", "korthikanti_layer_bytes",

@@ -181,7 +181,7 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
         trainable = math.ceil(trainable_total * share)
         kept = 4 if setup.method == "qlora" and setup.kbit_prepare else p.weight  # prepare_model_for_kbit_training
         base = held * p.weight if setup.method == "lora" else \
-            math.ceil(quantized_base_bytes(summary, kept, setup.double_quant) * share)
+            math.ceil(quantized_base_bytes(summary, kept, setup.double_quant, spec) * share)
     trained = p  # what the trained parameters are stored in
     if adapters_in_float32(setup):  # peft's float32 adapters: float32 weights, gradients and states
         trained = replace(p, weight=4, grad=4, master=0, state=4)

@@ -3,11 +3,13 @@ rank and target modules, on their GPU."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from calculator.budget import Budget
 from calculator.errors import CalculatorError
-from calculator.training import METHODS, compare_methods
+from calculator.training import METHODS, compare_methods, kbit_upcast_bytes, unconverted_expert_parameters
 from guide.charts import capacity_line
 from guide.format import escape_markdown, format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
@@ -38,6 +40,10 @@ def render(ctx: Context) -> None:
         share_box(ctx)
         return
     lora, qlora = methods["lora"], methods["qlora"]
+    upcast = kbit_upcast_bytes(model.summary, model.spec, replace(setup, method="qlora"))
+    if upcast:
+        st.warning(ctx.t("lora.moe_upcast", upcast=format_bytes(upcast, lang), experts=format_count(
+            unconverted_expert_parameters(model.summary, model.spec), lang)))
     m1, m2 = st.columns(2)
     m1.metric(ctx.t("lora.trainable"), format_count(lora.trainable_parameters, lang),
               ctx.t("lora.share", percent=format_number(lora.trainable_percent, 2, lang)), delta_color="off",
