@@ -201,3 +201,13 @@ def test_bad_workload_input_is_one_line_and_exit_2(args):
     out = cli(*args)
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_every_calculator_reads_whispers_window_without_being_told():
+    # the memory chapters give a prompt and an answer: for Whisper the prompt is the decoder's
+    model = catalog_model("whisper-small")
+    told = inference_memory(model.summary, model.spec, 8, prompt=4, new_tokens=100, encoder_tokens=1500)
+    untold = inference_memory(model.summary, model.spec, 8, prompt=4, new_tokens=100)
+    assert untold == told and untold.encoder_tokens == 1500
+    # cross-attention: 12 layers x keys and values x 768 x 1500 frames x 8 x 2 bytes, beside the decoder's own
+    assert untold.kv_cache_bytes == 12 * 2 * 768 * 8 * 2 * (1500 + 104)
