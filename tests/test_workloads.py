@@ -211,3 +211,15 @@ def test_every_calculator_reads_whispers_window_without_being_told():
     assert untold == told and untold.encoder_tokens == 1500
     # cross-attention: 12 layers x keys and values x 768 x 1500 frames x 8 x 2 bytes, beside the decoder's own
     assert untold.kv_cache_bytes == 12 * 2 * 768 * 8 * 2 * (1500 + 104)
+
+
+def test_inference_and_speed_give_the_same_ceiling_for_a_measured_speed():
+    inference = json.loads(cli("inference", "whisper-small", "--batch", "16", "--new-tokens", "128", "--gpu", "t4",
+                               "--measured", "6", "--json").stdout)["measured"]
+    speed = json.loads(cli("speed", "whisper-small", "--gpu", "t4", "--batches", "16", "--new-tokens", "128",
+                           "--measured", "6", "--json").stdout)
+    assert inference["ceiling"] == pytest.approx(speed["rows"][0]["items_per_second"])
+    assert inference["fraction"] == pytest.approx(speed["measured"]["fraction"])
+    assert inference["unit"] == "items_per_second" and speed["rows"][0]["audio_hours_per_hour"] > 0
+    out = cli("inference", "gpt2", "--batch", "2", "--context", "8", "--measured", "9")
+    assert out.returncode == 2 and "--gpu" in out.stderr and out.stderr.count("\n") == 1

@@ -41,6 +41,9 @@ def register(commands, shared) -> None:
                    "model's own; speech: Whisper's 30 s window and its task tokens, no --prompt needed)")
     p.add_argument("--encoder", type=int, default=None,
                    help="an encoder-decoder's input tokens (seq2seq); the decoder starts from its start token")
+    p.add_argument("--measured", type=float, default=None,
+                   help="with --gpu: the speed you measured for this run (tokens/s for generation, items/s "
+                        "otherwise): the fraction of the roofline it reaches and the section to read next")
 
 
 def run(args) -> int:
@@ -49,7 +52,11 @@ def run(args) -> int:
     from ..budget import readings_of
     from ..inference import inference_memory, largest_batch, largest_context
 
+    from ..errors import CalculatorError
+
     card = find_gpu(args.gpu)
+    if args.measured is not None and card is None:
+        raise CalculatorError("measured_needs_gpu")
     model = resolve_model(args)
     workload, length, mode = _lengths(args, model.spec)
     options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": mode,
@@ -72,6 +79,8 @@ def run(args) -> int:
                       largest_context=largest_context(model.summary, model.spec, budget, args.batch, **by_context),
                       largest_context_tight=largest_context(model.summary, model.spec, tight, args.batch,
                                                             **by_context))
+    if args.measured is not None:
+        result["measured"] = _measured(args, model, card, workload, memory)
     if args.json:
         print_json(result)
         return 0
@@ -96,8 +105,26 @@ def run(args) -> int:
         print(f"Largest batch that fits: {result['largest_batch']} (tight: {result['largest_batch_tight']}); "
               f"largest context at batch {args.batch}: {result['largest_context']} tokens{limit} "
               f"(tight: {result['largest_context_tight']}).")
+    if args.measured is not None:
+        m = result["measured"]
+        print(f"Measured {m['measured']:g} {m['unit'].replace('_', ' ')}: {m['fraction']:.0%} of the roofline "
+              f"({m['ceiling']:.4g}); read next: {m['next_section']}.")
     print("Units: GiB = 2^30 bytes.")
     return 0
+
+
+def _measured(args, model, card, workload: str, memory) -> dict:
+    """The measured speed against the roofline of the run this command sized."""
+    from ..workload_speed import against_ceiling, workload_speed
+    from ..workloads import Shape
+
+    if memory.mode != "generate":
+        run = Shape("vision" if workload == "vision" else "forward", "forward", memory.context, 0)
+    else:
+        run = Shape(workload if memory.encoder_tokens else "generation", "generate", memory.prompt,
+                    memory.new_tokens or 1, memory.encoder_tokens or None)
+    speed = workload_speed(model.summary, model.spec, card, args.dtype, args.batch, run)
+    return {"unit": speed.unit, **against_ceiling(args.measured, speed).to_json()}
 
 
 def _lengths(args, spec) -> tuple[str, dict, str | None]:
