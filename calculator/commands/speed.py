@@ -56,6 +56,8 @@ def run(args) -> int:
     card = find_gpu(args.gpu)
     model = resolve_model(args)
     workload = _workload(args, model.spec)
+    if args.encoder is not None and workload not in ("seq2seq", "speech"):
+        raise CalculatorError("encoder_needs_encoder_decoder", model_type=model.spec.model_type or model.spec.kind)
     work = shape(model.spec, workload, prompt=args.prompt, new_tokens=args.new_tokens, sequence=args.sequence,
                  encoder=args.encoder)
     if args.measured is not None:
