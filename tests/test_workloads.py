@@ -223,3 +223,14 @@ def test_inference_and_speed_give_the_same_ceiling_for_a_measured_speed():
     assert inference["unit"] == "items_per_second" and speed["rows"][0]["audio_hours_per_hour"] > 0
     out = cli("inference", "gpt2", "--batch", "2", "--context", "8", "--measured", "9")
     assert out.returncode == 2 and "--gpu" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_the_chapters_whisper_figure_is_the_engines():
+    # slow-model#batch-size: "16 windows of Whisper large-v3 ... about 3.9 GB of cross-attention cache"
+    model = catalog_model("whisper-large-v3")
+    with_answer = inference_memory(model.summary, model.spec, 16, prompt=4, new_tokens=1)
+    cross = with_answer.kv_cache_bytes - kv_cache_bytes(model.spec, 16, 5, "bfloat16", encoder_tokens=0)
+    assert round(cross / 1e9, 1) == 3.9
+    for lang, words, frames in (("en", "about 3.9 GB of", "1,500 frames"), ("fr", "environ 3,9 Go de", "1 500 trames")):
+        text = " ".join((ROOT / "content" / lang / "slow-model.md").read_text(encoding="utf-8").split())
+        assert words in text and frames in text
