@@ -234,3 +234,8 @@ def test_the_chapters_whisper_figure_is_the_engines():
     for lang, words, frames in (("en", "about 3.9 GB of", "1,500 frames"), ("fr", "environ 3,9 Go de", "1 500 trames")):
         text = " ".join((ROOT / "content" / lang / "slow-model.md").read_text(encoding="utf-8").split())
         assert words in text and frames in text
+
+
+def test_a_vision_model_reads_its_patches_without_a_length():
+    data = json.loads(cli("inference", "vit-base-patch16-224", "--batch", "64", "--json").stdout)
+    assert (data["workload"], data["mode"], data["context"], data["kv_cache_bytes"]) == ("vision", "forward", 197, 0)

@@ -147,6 +147,8 @@ def _lengths(args, spec) -> tuple[str, dict, str | None]:
         return workload, {k: v for k, v in lengths.items() if k != "mode"}, "generate"
     if args.encoder is not None:
         raise CalculatorError("encoder_needs_encoder_decoder", model_type=spec.model_type or spec.kind)
+    if workload == "vision" and args.context is None and args.prompt is None and spec.encoder_tokens:
+        return workload, {"context": spec.encoder_tokens}, "forward"  # the image's patches, from the config
     if (args.context is None) == (args.prompt is None) or (args.context is not None and args.new_tokens):
         raise CalculatorError("context_or_prompt")  # --new-tokens goes with --prompt only
     length = {"context": args.context} if args.prompt is None else {"prompt": args.prompt, "new_tokens": args.new_tokens}
