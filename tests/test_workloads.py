@@ -239,3 +239,22 @@ def test_the_chapters_whisper_figure_is_the_engines():
 def test_a_vision_model_reads_its_patches_without_a_length():
     data = json.loads(cli("inference", "vit-base-patch16-224", "--batch", "64", "--json").stdout)
     assert (data["workload"], data["mode"], data["context"], data["kv_cache_bytes"]) == ("vision", "forward", 197, 0)
+
+
+def test_whisper_encoder_time_by_hand():
+    # whisper-tiny, one 30 s window, float16 on an A100: the encoder's 4 layers hold
+    # 4 x 384^2 (attention) + 2 x 384 x 1536 (MLP) = 1,769,472 weights each, 7,077,888 in all;
+    # per frame 2 FLOPs per weight, and 4 x heads x head size x 1,500 frames per layer of attention
+    model, card = catalog_model("whisper-tiny"), gpu("a100-80gb")
+    flops = 1500 * (2 * 7_077_888 + 4 * 4 * 6 * 64 * 1500)
+    assert flops == 1500 * (14_155_776 + 9_216_000) == 35_057_664_000
+    encoder_seconds = flops / (card.matmul_tflops("float16") * 1e12)  # compute-bound: 14 MB of weights
+    run = workload_speed(model.summary, model.spec, card, "float16", 1, shape(model.spec, "speech", new_tokens=64))
+    # then the decoder's prefill, memory-bound: its weights (all but the encoder's) and the
+    # prompt's cache (4 layers x keys and values x 384 x (4 task tokens + 1,500 frames) x 2 bytes)
+    decoder_bytes = (37_760_640 - 7_077_888) * 2
+    prompt_cache = 4 * 2 * 384 * (4 + 1500) * 2
+    prefill_seconds = (decoder_bytes + prompt_cache) / (card.bandwidth_gbs * 1e9)
+    assert run.time_to_first_token == pytest.approx(encoder_seconds + prefill_seconds, rel=1e-6)
+    assert run.seconds_per_batch == pytest.approx(run.time_to_first_token + 64 * run.time_per_token)
+    assert run.items_per_second == pytest.approx(1 / run.seconds_per_batch)
