@@ -32,6 +32,7 @@ from .errors import CalculatorError
 from .precision import FLOAT_DTYPES, bytes_per_param, normalize_dtype
 from .search import largest_fitting  # noqa: F401 (also imported from here)
 from .summary import ModelSummary
+from .workloads import is_speech
 
 ATTENTION = ("sdpa", "eager")
 MODES = ("generate", "loglikelihood", "forward")
@@ -233,7 +234,8 @@ def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context:
     encoder_tokens: an encoder-decoder's input length (workloads.py: seq2seq, speech); the
     prompt is then the decoder's, and the cache holds the decoder's own keys and values for
     prompt + new_tokens and each decoder layer's cross-attention keys and values over the
-    encoder's tokens. Without it, the prompt is both (the encoder's input and a decoder as long)."""
+    encoder's tokens. Without it, the prompt is both (the encoder's input and a decoder as long),
+    except for a speech model, whose encoder always reads its window (workloads.SPEECH_MODEL_TYPES)."""
     mode = mode or default_mode(spec)
     check_choices(attention, mode, spec, cache)
     if prompt is None:
@@ -243,6 +245,8 @@ def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context:
         raise CalculatorError("bad_size", name="new tokens", value=str(new_tokens)[:30], high=MAX_TOKENS)
     batch, prompt = check_sizes(batch, prompt)
     context = check_positions(spec, check_sizes(batch, prompt + new_tokens)[1])
+    if encoder_tokens is None and is_speech(spec):
+        encoder_tokens = spec.encoder_tokens or None  # a speech encoder always reads its 30 s window
     encoder_tokens = check_encoder_tokens(spec, encoder_tokens)
     weights, storage = weights_of(summary, spec, dtype, group_size)
     act_dtype = compute_dtype(dtype)

@@ -289,11 +289,11 @@ def _speed_row(speed) -> dict:
     """A workload's speed in its own unit: time to first token and per token for what
     generates, one forward's time for the others; items per second for every workload."""
     row = {"items_per_second": speed.items_per_second, "seconds_per_batch": speed.seconds_per_batch}
+    # the generation keys stay in every row (a forward pass: its time first, no tokens generated)
+    row.update(time_to_first_token_s=speed.time_to_first_token, time_per_token_s=speed.time_per_token,
+               tokens_per_second=speed.tokens_per_second, decode_bound=speed.bound)
     if speed.workload in ("forward", "vision"):
         row.update(sequences_per_second=speed.items_per_second, forward_s=speed.seconds_per_batch, bound=speed.bound)
-    else:
-        row.update(time_to_first_token_s=speed.time_to_first_token, time_per_token_s=speed.time_per_token,
-                   tokens_per_second=speed.tokens_per_second, decode_bound=speed.bound)
     if speed.workload == "speech":
         row["audio_hours_per_hour"] = speed.audio_hours_per_hour
     return row

@@ -75,3 +75,13 @@ def test_a_measured_speed_names_its_share_and_the_next_section(lang, words):
     assert words in info and "#inference-code" in info and measured["next_section"] == "slow-model#inference-code"
     share = f"{measured['fraction']:.0%}" if lang == "en" else f"{round(measured['fraction'] * 100)}\u202f%"
     assert share in info
+
+
+@pytest.mark.parametrize("workload,expected", [("speech", "chunk_length_s=30, batch_size=BATCH"),
+                                               ("forward pass", "AutoModel, AutoTokenizer"),
+                                               ("sequence to sequence", "AutoModelForSeq2SeqLM")])
+def test_the_page_gives_the_code_of_its_workload(workload, expected):
+    query = query_of(EXAMPLES[workload])
+    at = open_page("slow-model", query.pop("lang"), **query)
+    code = next(c.value for c in at.code if c.language == "python" and "MODEL = " in c.value)
+    assert expected in code and f"BATCH = {query['batch']}" in code

@@ -201,3 +201,60 @@ def test_bad_workload_input_is_one_line_and_exit_2(args):
     out = cli(*args)
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_every_calculator_reads_whispers_window_without_being_told():
+    # the memory chapters give a prompt and an answer: for Whisper the prompt is the decoder's
+    model = catalog_model("whisper-small")
+    told = inference_memory(model.summary, model.spec, 8, prompt=4, new_tokens=100, encoder_tokens=1500)
+    untold = inference_memory(model.summary, model.spec, 8, prompt=4, new_tokens=100)
+    assert untold == told and untold.encoder_tokens == 1500
+    # cross-attention: 12 layers x keys and values x 768 x 1500 frames x 8 x 2 bytes, beside the decoder's own
+    assert untold.kv_cache_bytes == 12 * 2 * 768 * 8 * 2 * (1500 + 104)
+
+
+def test_inference_and_speed_give_the_same_ceiling_for_a_measured_speed():
+    inference = json.loads(cli("inference", "whisper-small", "--batch", "16", "--new-tokens", "128", "--gpu", "t4",
+                               "--measured", "6", "--json").stdout)["measured"]
+    speed = json.loads(cli("speed", "whisper-small", "--gpu", "t4", "--batches", "16", "--new-tokens", "128",
+                           "--measured", "6", "--json").stdout)
+    assert inference["ceiling"] == pytest.approx(speed["rows"][0]["items_per_second"])
+    assert inference["fraction"] == pytest.approx(speed["measured"]["fraction"])
+    assert inference["unit"] == "items_per_second" and speed["rows"][0]["audio_hours_per_hour"] > 0
+    out = cli("inference", "gpt2", "--batch", "2", "--context", "8", "--measured", "9")
+    assert out.returncode == 2 and "--gpu" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_the_chapters_whisper_figure_is_the_engines():
+    # slow-model#batch-size: "16 windows of Whisper large-v3 ... about 3.9 GB of cross-attention cache"
+    model = catalog_model("whisper-large-v3")
+    with_answer = inference_memory(model.summary, model.spec, 16, prompt=4, new_tokens=1)
+    cross = with_answer.kv_cache_bytes - kv_cache_bytes(model.spec, 16, 5, "bfloat16", encoder_tokens=0)
+    assert round(cross / 1e9, 1) == 3.9
+    for lang, words, frames in (("en", "about 3.9 GB of", "1,500 frames"), ("fr", "environ 3,9 Go de", "1 500 trames")):
+        text = " ".join((ROOT / "content" / lang / "slow-model.md").read_text(encoding="utf-8").split())
+        assert words in text and frames in text
+
+
+def test_a_vision_model_reads_its_patches_without_a_length():
+    data = json.loads(cli("inference", "vit-base-patch16-224", "--batch", "64", "--json").stdout)
+    assert (data["workload"], data["mode"], data["context"], data["kv_cache_bytes"]) == ("vision", "forward", 197, 0)
+
+
+def test_whisper_encoder_time_by_hand():
+    # whisper-tiny, one 30 s window, float16 on an A100: the encoder's 4 layers hold
+    # 4 x 384^2 (attention) + 2 x 384 x 1536 (MLP) = 1,769,472 weights each, 7,077,888 in all;
+    # per frame 2 FLOPs per weight, and 4 x heads x head size x 1,500 frames per layer of attention
+    model, card = catalog_model("whisper-tiny"), gpu("a100-80gb")
+    flops = 1500 * (2 * 7_077_888 + 4 * 4 * 6 * 64 * 1500)
+    assert flops == 1500 * (14_155_776 + 9_216_000) == 35_057_664_000
+    encoder_seconds = flops / (card.matmul_tflops("float16") * 1e12)  # compute-bound: 14 MB of weights
+    run = workload_speed(model.summary, model.spec, card, "float16", 1, shape(model.spec, "speech", new_tokens=64))
+    # then the decoder's prefill, memory-bound: its weights (all but the encoder's) and the
+    # prompt's cache (4 layers x keys and values x 384 x (4 task tokens + 1,500 frames) x 2 bytes)
+    decoder_bytes = (37_760_640 - 7_077_888) * 2
+    prompt_cache = 4 * 2 * 384 * (4 + 1500) * 2
+    prefill_seconds = (decoder_bytes + prompt_cache) / (card.bandwidth_gbs * 1e9)
+    assert run.time_to_first_token == pytest.approx(encoder_seconds + prefill_seconds, rel=1e-6)
+    assert run.seconds_per_batch == pytest.approx(run.time_to_first_token + 64 * run.time_per_token)
+    assert run.items_per_second == pytest.approx(1 / run.seconds_per_batch)

@@ -41,6 +41,9 @@ def register(commands, shared) -> None:
                    "model's own; speech: Whisper's 30 s window and its task tokens, no --prompt needed)")
     p.add_argument("--encoder", type=int, default=None,
                    help="an encoder-decoder's input tokens (seq2seq); the decoder starts from its start token")
+    p.add_argument("--measured", type=float, default=None,
+                   help="with --gpu: the speed you measured for this run (tokens/s for generation, items/s "
+                        "otherwise): the fraction of the roofline it reaches and the section to read next")
 
 
 def run(args) -> int:
@@ -48,7 +51,11 @@ def run(args) -> int:
     from ..inference import inference_memory
     from ..verdicts import largest_batch_answer, largest_context_answer
 
+    from ..errors import CalculatorError
+
     card = find_gpu(args.gpu)
+    if args.measured is not None and card is None:
+        raise CalculatorError("measured_needs_gpu")
     model = resolve_model(args)
     workload, length, mode = _lengths(args, model.spec)
     options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": mode,
@@ -69,6 +76,8 @@ def run(args) -> int:
                       largest_context=context.figures["largest_context"],
                       largest_context_tight=context.figures["largest_context_tight"],
                       assumptions=[a.to_json() for a in batch.assumptions + context.assumptions])
+    if args.measured is not None:
+        result["measured"] = _measured(args, model, card, workload, memory)
     if args.json:
         print_json(result)
         return 0
@@ -94,8 +103,26 @@ def run(args) -> int:
               f"largest context at batch {args.batch}: {result['largest_context']} tokens{limit} "
               f"(tight: {result['largest_context_tight']}), all of it in the prompt (the worst case of a "
               f"generation that long).")
+    if args.measured is not None:
+        m = result["measured"]
+        print(f"Measured {m['measured']:g} {m['unit'].replace('_', ' ')}: {m['fraction']:.0%} of the roofline "
+              f"({m['ceiling']:.4g}); read next: {m['next_section']}.")
     print("Units: GiB = 2^30 bytes.")
     return 0
+
+
+def _measured(args, model, card, workload: str, memory) -> dict:
+    """The measured speed against the roofline of the run this command sized."""
+    from ..workload_speed import against_ceiling, workload_speed
+    from ..workloads import Shape
+
+    if memory.mode != "generate":
+        run = Shape("vision" if workload == "vision" else "forward", "forward", memory.context, 0)
+    else:
+        run = Shape(workload if memory.encoder_tokens else "generation", "generate", memory.prompt,
+                    memory.new_tokens or 1, memory.encoder_tokens or None)
+    speed = workload_speed(model.summary, model.spec, card, args.dtype, args.batch, run)
+    return {"unit": speed.unit, **against_ceiling(args.measured, speed).to_json()}
 
 
 def _lengths(args, spec) -> tuple[str, dict, str | None]:
@@ -118,6 +145,8 @@ def _lengths(args, spec) -> tuple[str, dict, str | None]:
         return workload, {k: v for k, v in lengths.items() if k != "mode"}, "generate"
     if args.encoder is not None:
         raise CalculatorError("encoder_needs_encoder_decoder", model_type=spec.model_type or spec.kind)
+    if workload == "vision" and args.context is None and args.prompt is None and spec.encoder_tokens:
+        return workload, {"context": spec.encoder_tokens}, "forward"  # the image's patches, from the config
     if (args.context is None) == (args.prompt is None) or (args.context is not None and args.new_tokens):
         raise CalculatorError("context_or_prompt")  # --new-tokens goes with --prompt only
     length = {"context": args.context} if args.prompt is None else {"prompt": args.prompt, "new_tokens": args.new_tokens}

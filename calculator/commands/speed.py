@@ -45,6 +45,7 @@ def _workload(args, spec) -> str:
 def run(args) -> int:
     from .. import limits
     from ..budget import Budget
+    from ..errors import CalculatorError
     from ..inference import check_sizes
     from ..precision import normalize_dtype
     from ..verdicts import speed_answer
@@ -57,6 +58,8 @@ def run(args) -> int:
     card = find_gpu(args.gpu)
     model = resolve_model(args)
     workload = _workload(args, model.spec)
+    if args.encoder is not None and workload not in ("seq2seq", "speech"):
+        raise CalculatorError("encoder_needs_encoder_decoder", model_type=model.spec.model_type or model.spec.kind)
     work = shape(model.spec, workload, prompt=args.prompt, new_tokens=args.new_tokens, sequence=args.sequence,
                  encoder=args.encoder)
     if args.measured is not None:

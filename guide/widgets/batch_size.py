@@ -82,7 +82,19 @@ def render(ctx: Context) -> None:
     at_case = workload_speed(model.summary, model.spec, gpu, dtype, inputs.batch, work)
     job_time(ctx, at_case, inputs.items)
     measured_box(ctx, at_case, "bs_measured")
+    _code(ctx, model, work, inputs)
     share_box(ctx)
+
+
+def _code(ctx: Context, model, work, inputs) -> None:
+    """The loop that reaches these speeds, for the case's workload and model."""
+    from calculator.workload_snippets import workload_snippet
+
+    with st.expander(ctx.t("workload_snippet.code_title"), icon=":material/code:"):
+        st.caption(ctx.t("workload_snippet.code_help"))
+        st.code(workload_snippet(work.workload, model.name, inputs.batch, inputs.dtype, ctx.lang, prompt=inputs.prompt,
+                                 new_tokens=inputs.new_tokens, classifier=model.spec.head == "classifier"),
+                language="python")
 
 
 def _speed_table(ctx: Context, model, gpu, dtype: str, prompt: int, new: int, sizes: list[int], largest: int) -> None:
