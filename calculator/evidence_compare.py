@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from .errors import CalculatorError
 from .evidence import Evidence
-from .serving import VLLM_UTILIZATION
 
 MATCH = 0.03  # within 3 %: the calculator's accounting reproduces the engine's figure
 GIB = 2**30

@@ -38,7 +38,8 @@ def read_input(path: str) -> str:
             with open(path, "rb") as handle:
                 data = handle.read(MAX_BYTES + 1)
         except OSError as error:
-            raise CalculatorError("evidence_file", path=path[:200], detail=error.strerror or type(error).__name__)
+            raise CalculatorError("evidence_file", path=path[:200],
+                                  detail=error.strerror or type(error).__name__) from None
     return decode(data)
 
 

@@ -64,9 +64,13 @@ class Context:
     def t(self, key: str, /, **params: object) -> str:
         """A UI string in the reader's language; its links to chapters keep that language and
         the case (`(oom#batch-size)` -> `(oom?lang=fr&model=...#batch-size)`), as in the chapter text."""
+        return self.localized(text(key, self.lang, **params))
+
+    def localized(self, message: str) -> str:
+        """A message already in the reader's language, its chapter links made to keep it and the case."""
         from guide.case_bar import carried_query
 
-        return localize_links(text(key, self.lang, **params), self.lang, _SLUGS, carried_query(self.lang))
+        return localize_links(message, self.lang, _SLUGS, carried_query(self.lang))
 
 
 @dataclass(frozen=True)
