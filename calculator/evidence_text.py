@@ -51,7 +51,10 @@ def shown(key: str, value: object, lang: str, quote: Callable[[str], str] = str)
         return f"{value:g}".replace(".", ",") if lang == "fr" else f"{value:g}"
     if isinstance(value, int):
         return str(value) if key in ("index", "pid", "device", "tensor", "tensor_parallel") else format_count(value, lang)
-    return quote(str(value))
+    return str(value) if key in _OURS else quote(str(value))
+
+
+_OURS = {"share_key", "dtype", "kind_cache_dtype"}  # names the calculator chose, shown in code spans
 
 
 def kind_name(kind: str, lang: str) -> str:
