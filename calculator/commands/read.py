@@ -49,7 +49,8 @@ def answer(args):
     from ..evidence_compare import Case, compare
     from ._common import resolve_model
 
-    evidence = read(read_input(args.file), args.kind)
+    text = getattr(args, "text", None)  # the MCP tool passes the text itself, never a path
+    evidence = read(read_input(args.file) if text is None else text, args.kind)
     model = resolve_model(args) if args.model else None
     case = Case(model=model, card=find_gpu(args.gpu), dtype=args.dtype, context=args.context, tensor=args.tensor)
     return evidence, compare(evidence, case)
