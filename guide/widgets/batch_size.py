@@ -12,7 +12,7 @@ from calculator.inference import can_generate, inference_memory, largest_batch
 from calculator.speed import decode_step, forward_pass, generation
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, readings_row, tight
 
 
@@ -61,7 +61,6 @@ def render(ctx: Context) -> None:
         _speed_table(ctx, model, gpu, dtype, inputs.prompt, inputs.new_tokens, sizes, largest)
     else:
         _forward_table(ctx, model, gpu, dtype, inputs.prompt, sizes, largest)
-    share_box(ctx)
 
 
 def _speed_table(ctx: Context, model, gpu, dtype: str, prompt: int, new: int, sizes: list[int], largest: int) -> None:

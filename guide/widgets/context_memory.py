@@ -10,7 +10,7 @@ from calculator.budget import Budget, readings_of
 from calculator.inference import inference_memory, largest_context
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, readings_row, tight
 from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
 
@@ -67,7 +67,6 @@ def render(ctx: Context) -> None:
     if shown < span:
         st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
     _verdict(ctx, model, gpu, batch, largest, span, memories[0], options, capacity)
-    share_box(ctx)
 
 
 def _verdict(ctx: Context, model, gpu, batch: int, largest: int, span: int, shortest, options: dict, budget) -> None:

@@ -17,7 +17,7 @@ from calculator.model import Model, catalog_model, resolve, resolve_upload
 from calculator.precision import DEFAULT_DTYPES, DTYPES
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import escape_markdown, format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, share_note, show_error
 from guide.widgets import gpu_name
 from guide.widgets.common import case_inputs, counted_model, source_label
 from guide.widgets.estimate_table import parameters_line, records, table, to_csv, to_markdown
@@ -38,7 +38,6 @@ def render(ctx: Context) -> None:
     base = st.checkbox(ctx.t("estimator.base"), value=False, key="es_base", bind="query-params",
                        help=ctx.t("estimator.base_help"))
     if inputs.failed:  # the model asked for could not be read: its message is shown, no table
-        share_box(ctx)
         return
     counted = counted_model(ctx, inputs)
     counted = with_class(ctx, counted, "base" if base else "auto") if counted is not None else None
@@ -51,7 +50,7 @@ def render(ctx: Context) -> None:
             compared = [cards[k] for k in picked] if chosen else \
                 [inputs.card] + [cards[k] for k in picked if k != inputs.card.key]
             _results(ctx, counted, [d for d in DTYPES if d in dtypes], compared, base)
-    share_box(ctx, note=ctx.t("model_source.share_upload") if counted and counted.source == "upload" else None)
+    share_note(ctx, ctx.t("model_source.share_upload") if counted and counted.source == "upload" else None)
 
 
 def with_class(ctx: Context, model: Model, model_class: str) -> Model | None:

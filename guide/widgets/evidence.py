@@ -14,7 +14,7 @@ from calculator.evidence import read
 from calculator.evidence_compare import Case, compare
 from calculator.evidence_text import figure_rows, kind_name, lines
 from guide.format import escape_markdown
-from guide.widgets import Context, Param, Widget, share_box, show_error
+from guide.widgets import Context, Param, Widget, show_error
 
 MAX_INPUT = 12_000  # the box's text travels in the share link; the CLI reads up to 512 KiB
 
@@ -37,7 +37,6 @@ def render(ctx: Context) -> None:
             _show(ctx, text)
         except CalculatorError as error:
             show_error(ctx, error)
-    share_box(ctx)
 
 
 def _case(ctx: Context) -> Case:

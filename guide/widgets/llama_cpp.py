@@ -9,7 +9,7 @@ import streamlit as st
 from calculator.errors import CalculatorError
 from calculator.llama_cpp import CACHE_TYPES, DEFAULT_CPU_GBS, GGUF_TYPES, MAX_CONTEXT, plan_llama_cpp
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs, tokens_input
 
 
@@ -32,7 +32,6 @@ def render(ctx: Context) -> None:
         plan = plan_llama_cpp(model.summary, model.spec, card, gguf_type, context, cache, float(cpu_gbs))
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     layout, side = plan.layout, plan.split
     slots = layout.layers + 1
@@ -58,7 +57,6 @@ def render(ctx: Context) -> None:
                      head=layout.head_type, cells=format_number(layout.cells, 0, lang),
                      compute=format_bytes(max(layout.logits_buffer_bytes, layout.layers_buffer_bytes), lang)))
     st.code(plan.command(), language="bash")
-    share_box(ctx)
 
 
 def _verdict(ctx: Context, plan, card) -> None:

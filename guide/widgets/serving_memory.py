@@ -10,7 +10,7 @@ from calculator.errors import CalculatorError
 from calculator.serving_plan import serve
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs
 from guide.widgets.serving_inputs import WEIGHT_CHOICES, count_input, engine_picker, share_input
 
@@ -31,7 +31,6 @@ def render(ctx: Context) -> None:
                      utilization=utilization, max_num_batched_tokens=batched, layouts=False)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     r = plan.replica
     reserve_key = "serving.part_reserve" if engine == "vllm" else "serving.part_reserve_sglang"
@@ -72,7 +71,6 @@ def render(ctx: Context) -> None:
     else:
         st.caption(ctx.t("serving.sglang_caption", share=format_bytes(r.requested_bytes_per_gpu, lang),
                          reserve=format_bytes(r.activation_reserve_bytes, lang)))
-    share_box(ctx)
 
 
 WIDGET = Widget(

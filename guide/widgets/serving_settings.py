@@ -10,7 +10,7 @@ from calculator.errors import CalculatorError
 from calculator.serving_commands import llamacpp_command, sglang_command, vllm_command
 from calculator.serving_plan import LLAMACPP_CACHE_TYPES, llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.serving_inputs import count_input, engine_picker, kv_picker, share_input
 
@@ -50,7 +50,6 @@ def render(ctx: Context) -> None:
             _llamacpp(ctx, model, context, slots, ngl, cache_type)
     except CalculatorError as error:
         show_error(ctx, error)
-    share_box(ctx)
 
 
 def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs, batched, offload) -> None:

@@ -11,7 +11,7 @@ from calculator.quantization import storage_dtype
 from calculator.parallel import TP_DEGREES, communication_seconds, links_for, tensor_parallel
 from calculator.speed import prefill
 from guide.format import format_bytes, format_number, format_percent
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs
 
 
@@ -27,7 +27,6 @@ def render(ctx: Context) -> None:
         result = tensor_parallel(model.summary, model.spec, dtype, degree, tokens)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("parallelism.per_gpu"), format_bytes(result.per_gpu_bytes, lang))
@@ -56,7 +55,6 @@ def render(ctx: Context) -> None:
         st.caption(ctx.t("parallelism.comm_caption", n=result.allreduces_per_forward,
                          size=format_bytes(result.allreduce_bytes, lang), tokens=format_number(tokens, 0, lang),
                          compute=format_number(compute * 1000, 2, lang), gpu=gpu.name, t=degree))
-    share_box(ctx)
 
 
 WIDGET = Widget(
