@@ -211,7 +211,7 @@ def llama_cpp(data: dict, argv: tuple[str, ...]) -> Answer:
                    ("llama_setup", {"type": data["type"], "cache_type": data["cache_type"], "context": data["context"],
                                     "limit_bytes": data["limit_bytes"], "cpu_gbs": float(data["cpu_gbs"])})]
     return Answer("llama-cpp", argv, ("llama_cpp", figures), tuple(assumptions), (("do_llama_flags", {}),),
-                  ("bash", data["command"]), ("serving", "engine-settings", _case(data, context=data["context"])),
+                  ("bash", data["command"]), ("cpu-offloading", "llama-cpp", _case(data, context=data["context"])),
                   figures)
 
 

@@ -36,7 +36,7 @@ TOOLS = {
                 "the CPU and disk, and the CPU memory needed."),
     "quantize": ("quantize", "quantization", "formats", "Bytes of the model in each quantization format (bnb, "
                  "GPTQ, AWQ, GGUF, float8)."),
-    "llama_cpp": ("llama-cpp", "serving", "engine-settings", "llama.cpp: the largest -ngl that fits, GPU and CPU "
+    "llama_cpp": ("llama-cpp", "cpu-offloading", "llama-cpp", "llama.cpp: the largest -ngl that fits, GPU and CPU "
                   "memory, decoding speed, the command line."),
     "read": ("read", "serving", "engine-settings", "Read a pasted vLLM / SGLang log, nvidia-smi, accelerate "
              "estimate-memory, memory_summary() or CUDA OOM message, and compare it with a case."),

@@ -4,6 +4,7 @@ points at the guide the reader is on, with every value of the case."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -18,6 +19,7 @@ def guide_base() -> str | None:
 
 
 def answer_box(ctx, answer: Answer) -> None:
+    answer = replace(answer, link=(ctx.slug, ctx.anchor, answer.link[2]))  # the section the reader is on
     with st.popover(ctx.t("answer.title"), icon=":material/content_copy:"):
         st.caption(ctx.t("answer.help"))
         st.code(markdown(answer, ctx.lang, guide_base()), language="markdown", wrap_lines=True)

@@ -122,3 +122,16 @@ def test_the_frame_draws_the_share_box():
     at = open_page("oom", "en")
     placed = (ROOT / "content" / "en" / "oom.md").read_text().count("[[widget:")
     assert sum(1 for p in at.get("popover") if p.proto.popover.label == "Share this result") == placed
+
+
+def test_estimator_and_llama_cpp_answers_match_their_tables():
+    at = open_page("estimator", "en", model="gpt2")
+    answer = next(c.value for c in at.code if c.language == "markdown" and c.value.startswith("**"))
+    table = at.dataframe[0].value
+    assert f"**{table['Total (weights)'][0]}** in {table['Precision'][0]}" in answer
+    assert "python -m calculator estimate gpt2 --dtypes" in answer and "/estimator?lang=en&model=gpt2" in answer
+    at = open_page("cpu-offloading", "fr", model="llama-3.1-8b", gpu="h100")
+    answer = next(c.value for c in at.code if c.language == "markdown")
+    on_gpu = next(m.value for m in at.metric if m.label == "Sur le GPU")
+    assert plain(on_gpu) in plain(answer.split("\n\n")[0])
+    assert "/cpu-offloading?lang=fr&model=llama-3.1-8b&gpu=h100" in answer and answer.rstrip().endswith("```")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.answers import answer_for
 from calculator.errors import CalculatorError
 from calculator.llama_cpp import CACHE_TYPES, DEFAULT_CPU_GBS, GGUF_TYPES, MAX_CONTEXT, plan_llama_cpp
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.common import case_inputs, tokens_input
 
 
@@ -57,6 +58,10 @@ def render(ctx: Context) -> None:
                      head=layout.head_type, cells=format_number(layout.cells, 0, lang),
                      compute=format_bytes(max(layout.logits_buffer_bytes, layout.layers_buffer_bytes), lang)))
     st.code(plan.command(), language="bash")
+    typed = model.key or model.name
+    argv = (typed, "--gpu", card.key, "--type", gguf_type, "--context", str(context), "--cache-type", cache,
+            "--cpu-bandwidth", f"{float(cpu_gbs):g}")
+    answer_with(ctx, answer_for("llama-cpp", {"model": model.name, **plan.to_json()}, argv, typed))
 
 
 def _verdict(ctx: Context, plan, card) -> None:
