@@ -31,6 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
     shared = parents()
     for command in COMMANDS:
         command.register(commands, shared)
+    from .answers import ANSWERING
+
+    for name in ANSWERING:  # the paste-ready answer, on every answering command
+        answering = commands.choices[name]
+        answering.add_argument("--markdown", action="store_true", help="a short Markdown answer to paste")
+        answering.add_argument("--lang", choices=("en", "fr"), default="en", help="the answer's language")
     return parser
 
 
@@ -42,6 +48,33 @@ def _refuse_empty_values(args) -> None:
             raise CalculatorError("cli_empty_value", option=key.replace("_", "-"))
 
 
+def _answer(args, argv: list[str]) -> int:
+    """--markdown: the command's own JSON, written as the answer a support engineer would post."""
+    import contextlib
+    import io
+    import json
+
+    from .answers import answer_for, markdown
+
+    args.json = True
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = args.run(args)
+    kept, skip = [], False
+    for item in argv[1:]:  # the command line that reproduces it, without the answer's own options
+        if skip:
+            skip = False
+        elif item in ("--markdown", "--json"):
+            continue
+        elif item == "--lang":
+            skip = True
+        elif not item.startswith("--lang="):
+            kept.append(item)
+    data = json.loads(printed.getvalue())
+    print(markdown(answer_for(argv[0], data, tuple(kept), getattr(args, "model", None)), args.lang))
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("CALCULATOR_BUILD_SPARE", "0")  # one command: no warm spare worker to pay for
     try:
@@ -49,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "run", None):
             raise CalculatorError("cli_no_command")
         _refuse_empty_values(args)
+        if getattr(args, "markdown", False):
+            return _answer(args, argv if argv is not None else sys.argv[1:])
         return args.run(args)
     except CalculatorError as error:
         print(f"error: {error.message('en')}", file=sys.stderr)

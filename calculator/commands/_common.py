@@ -35,10 +35,11 @@ def add_command(commands, name: str, shared: dict, uses: tuple[str, ...], run, *
 
 
 def resolve_model(args, model_class: str = "auto"):
-    """The model a command names (the CLI may read local files and, if asked, run remote code)."""
+    """The model a command names (the CLI may read local files and, if asked, run remote code;
+    the MCP server sets `args.allow_local` False and never asks)."""
     from ..model import resolve
 
-    return resolve(args.model, model_class, allow_local=True,
+    return resolve(args.model, model_class, allow_local=getattr(args, "allow_local", True),
                    trust_remote_code=getattr(args, "trust_remote_code", False))
 
 

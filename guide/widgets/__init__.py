@@ -60,13 +60,19 @@ class Context:
     anchor: str  # the section the widget sits in: its share link lands there
     case: object | None = None  # the chapter's case (guide.case.ResolvedCase), when it has one
     keys: tuple[str, ...] = ()  # the widget's URL parameters (its WIDGET.params), for its share link
+    notes: list = field(default_factory=list, compare=False)  # what its share link cannot carry (share_note)
+    answers: list = field(default_factory=list, compare=False)  # its paste-ready answer (answer_with)
 
     def t(self, key: str, /, **params: object) -> str:
         """A UI string in the reader's language; its links to chapters keep that language and
         the case (`(oom#batch-size)` -> `(oom?lang=fr&model=...#batch-size)`), as in the chapter text."""
+        return self.localized(text(key, self.lang, **params))
+
+    def localized(self, message: str) -> str:
+        """A message already in the reader's language, its chapter links made to keep it and the case."""
         from guide.case_bar import carried_query
 
-        return localize_links(text(key, self.lang, **params), self.lang, _SLUGS, carried_query(self.lang))
+        return localize_links(message, self.lang, _SLUGS, carried_query(self.lang))
 
 
 @dataclass(frozen=True)
@@ -106,18 +112,36 @@ def render_widget(name: str, ctx: Context) -> None:
 
 
 def _guarded(render: Callable[[Context], None]) -> Callable[[Context], None]:
-    """A widget whose inputs the engine refuses (a context past the model's positions, a model
-    it cannot price) says why in the reader's language, instead of stopping the page."""
+    """The frame every widget runs in, so each ends at its last figure: a widget whose inputs
+    the engine refuses (a context past the model's positions, a model it cannot price) says why
+    in the reader's language instead of stopping the page; then come the share box and, when
+    the widget gave one, its paste-ready answer."""
     def run(ctx: Context) -> None:
         from calculator.errors import CalculatorError
 
+        ctx = replace(ctx, notes=[], answers=[])
         try:
             render(ctx)
         except CalculatorError as error:
             show_error(ctx, error)
-            share_box(ctx)
+        share_box(ctx, note=" ".join(ctx.notes) or None)
+        if ctx.answers:
+            from guide.answer_box import answer_box
+
+            answer_box(ctx, ctx.answers[-1])
 
     return run
+
+
+def share_note(ctx: Context, note: str | None) -> None:
+    """Say, in the share box, what the link cannot carry (an uploaded file)."""
+    if note:
+        ctx.notes.append(note)
+
+
+def answer_with(ctx: Context, answer) -> None:
+    """Give the frame this calculation's answer (calculator.answers.Answer) for "Copy as answer"."""
+    ctx.answers.append(answer)
 
 
 def _url_value_taken(key: str, raw: list[str], form: Callable[[object], str] = str) -> bool:

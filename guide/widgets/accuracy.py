@@ -11,7 +11,7 @@ from bench import RESULTS_DIR
 from calculator.accuracy import KINDS, ResultRow, ResultRun, latest_runs, summarize
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number, format_percent
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget
 
 MIB = 2**20
 COLORS = {"load": "#3366cc", "inference": "#ff9900", "training": "#109618"}
@@ -149,7 +149,6 @@ def render(ctx: Context) -> None:
         st.dataframe(rows_table(ctx, run, rows), hide_index=True)
     if all(run.device_type != "cuda" for run in runs):
         st.info(ctx.t("accuracy.no_gpu"), icon=":material/developer_board:")
-    share_box(ctx)
 
 
 WIDGET = Widget(

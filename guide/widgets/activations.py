@@ -15,7 +15,7 @@ from calculator.training import ATTENTION, CHECKPOINTING, activation_model, kort
     largest_micro_batch, training_memory
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.training_inputs import positions_note, softcap_caveat, training_case
 
 
@@ -40,7 +40,6 @@ def render(ctx: Context) -> None:
                                  attention=attention)
     model, gpu, batch, sequence = inputs.model, inputs.card, base.micro_batch, base.sequence
     if positions_note(ctx, model, sequence):
-        share_box(ctx)
         return
     budget = Budget(gpu)
     traits = model.traits
@@ -49,7 +48,6 @@ def render(ctx: Context) -> None:
                   for mode in CHECKPOINTING}
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     lengths = sequence_lengths(sequence, model.spec.max_positions)
     fig = go.Figure()
@@ -86,7 +84,6 @@ def render(ctx: Context) -> None:
                      ours=format_bytes(layer.layer_tensors_bytes, lang),
                      logits=format_bytes(layer.loss_saved, lang)))
     softcap_caveat(ctx, model)
-    share_box(ctx)
 
 
 WIDGET = Widget(

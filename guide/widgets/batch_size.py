@@ -16,7 +16,7 @@ from calculator.workload_speed import workload_speed
 from calculator.workloads import shape
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, readings_row
 
 
@@ -83,7 +83,6 @@ def render(ctx: Context) -> None:
     job_time(ctx, at_case, inputs.items)
     measured_box(ctx, at_case, "bs_measured")
     _code(ctx, model, work, inputs)
-    share_box(ctx)
 
 
 def _code(ctx: Context, model, work, inputs) -> None:

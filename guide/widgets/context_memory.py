@@ -11,7 +11,7 @@ from calculator.inference import inference_memory
 from calculator.verdicts import largest_context_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, readings_row
 from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
 
@@ -73,7 +73,6 @@ def render(ctx: Context) -> None:
     if shown < span:
         st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
     _verdict(ctx, model, gpu, batch, answer, span, memories[0], options, capacity)
-    share_box(ctx)
 
 
 def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, options: dict, budget) -> None:

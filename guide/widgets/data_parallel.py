@@ -10,7 +10,7 @@ from calculator.verdicts import data_parallel_answer
 from calculator.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, tokens_input
 
 
@@ -67,7 +67,6 @@ def render(ctx: Context) -> None:
     fig.add_scatter(x=labels, y=labels, mode="lines", line_dash="dot", name=ctx.t("data_parallel.ideal"))
     base_layout(fig, ctx.t("data_parallel.x_axis"), ctx.t("data_parallel.speedup"), ctx.lang, height=320)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="dp_chart")
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -15,7 +15,7 @@ from calculator.precision import FLOAT_DTYPES
 from calculator.verdicts import offload_limits
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs, tokens_input, url_choice
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -69,7 +69,6 @@ def render(ctx: Context) -> None:
                          capacity=format_bytes(gpu.memory_bytes, lang)))
     if not model.config_json:
         show_error(ctx, CalculatorError("offload_no_config", model=model.name[:80]))
-        share_box(ctx)
         return
     try:
         # Built and placed in a build worker, within its limits; only the plan comes back.
@@ -77,7 +76,6 @@ def render(ctx: Context) -> None:
             plan, _ = plan_config(model.config_json, [budget] * gpus, cpu_limit, dtype, quantization)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     cost = forward_cost(plan, gpu)
     _chart(ctx, plan)
@@ -97,7 +95,6 @@ def render(ctx: Context) -> None:
     explicit = plan.quantization != "none" and plan.offloaded
     st.caption(ctx.t("offload.snippet_caption_explicit" if explicit else "offload.snippet_caption"))
     st.code(snippet(model.load_id or model.name, model.summary.architecture, plan, lang), language="python")
-    share_box(ctx)
 
 
 def _chart(ctx: Context, plan) -> None:

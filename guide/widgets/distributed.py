@@ -10,7 +10,7 @@ from calculator.errors import CalculatorError
 from calculator.training import STRATEGIES, fewest_gpus, strategy_layout, training_memory
 from guide.charts import GIB, capacity_line
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, \
     training_case
 
@@ -35,7 +35,6 @@ def render(ctx: Context) -> None:
                                         "sequence": "di_sequence"}, gradient_accumulation=accumulation)
     model, gpu = inputs.model, inputs.card
     if positions_note(ctx, model, setup.sequence):
-        share_box(ctx)
         return
     budget = Budget(gpu)
     traits = model.traits
@@ -48,7 +47,6 @@ def render(ctx: Context) -> None:
             results.append((strategy, memory, fewest))
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     usable = [(s, m) for s, m, _ in results if m is not None]
     fig = component_chart(ctx, [label(ctx, s) for s, _ in usable], peak_parts([m for _, m in usable]), "")
@@ -87,7 +85,6 @@ def render(ctx: Context) -> None:
     st.caption(ctx.t("distributed.accumulation", micro=setup.micro_batch, accumulation=setup.gradient_accumulation,
                      sequences=format_count(setup.sequences_per_step, lang),
                      sequence=format_count(setup.sequence, lang)))
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -9,7 +9,7 @@ from calculator.budget import Budget, readings_of
 from calculator.inference import inference_memory
 from calculator.snippets import SNIPPET_DTYPES, dummy_data_snippet
 from guide.format import format_count
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget
 from guide.widgets.common import case_inputs, readings_row
 from guide.widgets.inference_inputs import attention_picker, mode_picker
 
@@ -27,7 +27,6 @@ def render(ctx: Context) -> None:
     spec, summary = model.spec, model.summary
     if spec.kind == "vision":
         st.info(ctx.t("dummy_data.vision"))
-        share_box(ctx)
         return
     if spec.max_positions and context > spec.max_positions:
         st.warning(ctx.t("dummy_data.beyond_window", context=format_count(context, lang),
@@ -39,7 +38,6 @@ def render(ctx: Context) -> None:
                               memory.attention_used, mode, memory.total_bytes, lang)
     st.code(code, language="python")
     st.caption(ctx.t("dummy_data.caption"))
-    share_box(ctx)
 
 
 WIDGET = Widget(

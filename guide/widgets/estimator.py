@@ -17,7 +17,7 @@ from calculator.model import Model, catalog_model, resolve, resolve_upload
 from calculator.precision import DEFAULT_DTYPES, DTYPES
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import escape_markdown, format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, share_note, show_error
 from guide.widgets import gpu_name
 from guide.widgets.common import case_inputs, counted_model, source_label
 from guide.widgets.estimate_table import parameters_line, records, table, to_csv, to_markdown
@@ -38,7 +38,6 @@ def render(ctx: Context) -> None:
     base = st.checkbox(ctx.t("estimator.base"), value=False, key="es_base", bind="query-params",
                        help=ctx.t("estimator.base_help"))
     if inputs.failed:  # the model asked for could not be read: its message is shown, no table
-        share_box(ctx)
         return
     counted = counted_model(ctx, inputs)
     counted = with_class(ctx, counted, "base" if base else "auto") if counted is not None else None
@@ -50,8 +49,21 @@ def render(ctx: Context) -> None:
             chosen = st.query_params.get_all("es_gpus")
             compared = [cards[k] for k in picked] if chosen else \
                 [inputs.card] + [cards[k] for k in picked if k != inputs.card.key]
-            _results(ctx, counted, [d for d in DTYPES if d in dtypes], compared, base)
-    share_box(ctx, note=ctx.t("model_source.share_upload") if counted and counted.source == "upload" else None)
+            shown = [d for d in DTYPES if d in dtypes]
+            _results(ctx, counted, shown, compared, base)
+            if counted.source in ("catalog", "hub"):  # a command line can name it (not an upload)
+                answer_with(ctx, _answer(counted, shown, base))
+    share_note(ctx, ctx.t("model_source.share_upload") if counted and counted.source == "upload" else None)
+
+
+def _answer(model: Model, dtypes: list[str], base: bool):
+    """The estimate command's answer for this table (its JSON is estimate_model's, as `estimate --json` writes it)."""
+    from calculator.answers import answer_for
+    from calculator.estimate import estimate_model
+
+    typed = model.key or model.name
+    argv = (typed, "--dtypes", *dtypes, *(("--model-class", "base") if base else ()))
+    return answer_for("estimate", estimate_model(model, tuple(dtypes)).to_json(), argv, typed)
 
 
 def with_class(ctx: Context, model: Model, model_class: str) -> Model | None:

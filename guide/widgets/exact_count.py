@@ -10,7 +10,7 @@ import streamlit as st
 
 from calculator.estimate import rows_for
 from guide.case_bar import carried_query
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget, share_note
 from guide.widgets.common import case_inputs, counted_model, source_label
 from guide.widgets.estimate_table import parameters_line, records, table
 
@@ -19,11 +19,9 @@ from guide.widgets.estimate_table import parameters_line, records, table
 def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "ec_model"}, legacy={"model": "ec_hub"}, headers=True)
     if inputs.failed:  # the model asked for could not be read: its message is shown, no other table
-        share_box(ctx)
         return
     counted = counted_model(ctx, inputs)
     if counted is None:
-        share_box(ctx)
         return
     st.markdown(f"{source_label(ctx, counted)} {parameters_line(ctx, counted.summary)}.")
     if counted.reason in ("remote_code", "unknown_type", "no_config"):
@@ -33,7 +31,7 @@ def render(ctx: Context) -> None:
     st.caption(ctx.t("estimate_table.note"))
     if counted.source != "upload":
         st.markdown(ctx.t("exact_count.open_estimator", url=estimator_link(ctx, counted)))
-    share_box(ctx, note=ctx.t("model_source.share_upload") if counted.source == "upload" else None)
+    share_note(ctx, ctx.t("model_source.share_upload") if counted.source == "upload" else None)
 
 
 def estimator_link(ctx: Context, model) -> str:

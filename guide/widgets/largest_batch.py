@@ -10,7 +10,7 @@ from calculator.budget import Budget, readings_of
 from calculator.inference import inference_memory, largest_batch
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.inference_inputs import mode_picker
 
@@ -60,7 +60,6 @@ def render(ctx: Context) -> None:
     else:
         st.success(ctx.t("largest_batch.safe", batch=format_count(at_longest, lang), tokens=format_count(longest, lang),
                          gpu=gpu.name))
-    share_box(ctx)
 
 
 WIDGET = Widget(

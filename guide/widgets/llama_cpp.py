@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.answers import answer_for
 from calculator.errors import CalculatorError
 from calculator.llama_cpp import CACHE_TYPES, DEFAULT_CPU_GBS, GGUF_TYPES, MAX_CONTEXT, plan_llama_cpp
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.common import case_inputs, tokens_input
 
 
@@ -33,7 +34,6 @@ def render(ctx: Context) -> None:
                               config=model.config)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     layout, side = plan.layout, plan.split
     slots = layout.layers + 1
@@ -60,7 +60,10 @@ def render(ctx: Context) -> None:
                      compute=format_bytes(max(layout.logits_buffer_bytes, layout.layers_buffer_bytes), lang)))
     _experts(ctx, plan)
     st.code(plan.command(), language="bash")
-    share_box(ctx)
+    typed = model.key or model.name
+    argv = (typed, "--gpu", card.key, "--type", gguf_type, "--context", str(context), "--cache-type", cache,
+            "--cpu-bandwidth", f"{float(cpu_gbs):g}")
+    answer_with(ctx, answer_for("llama-cpp", {"model": model.name, **plan.to_json()}, argv, typed))
 
 
 def _experts(ctx: Context, plan) -> None:

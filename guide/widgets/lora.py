@@ -12,7 +12,7 @@ from calculator.errors import CalculatorError
 from calculator.training import METHODS, compare_methods, kbit_upcast_bytes, unconverted_expert_parameters
 from guide.charts import capacity_line
 from guide.format import escape_markdown, format_bytes, format_count, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, \
     softcap_caveat, training_case
 
@@ -29,7 +29,6 @@ def render(ctx: Context) -> None:
                                         "sequence": "lo_sequence"}, lora_rank=rank, lora_targets=targets)
     model, gpu, sequence = inputs.model, inputs.card, setup.sequence
     if positions_note(ctx, model, sequence):
-        share_box(ctx)
         return
     budget = Budget(gpu)
     traits = model.traits
@@ -37,7 +36,6 @@ def render(ctx: Context) -> None:
         methods = compare_methods(model.summary, model.spec, setup, traits=traits, capacity=budget)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     lora, qlora = methods["lora"], methods["qlora"]
     upcast = kbit_upcast_bytes(model.summary, model.spec, replace(setup, method="qlora"))
@@ -69,7 +67,6 @@ def render(ctx: Context) -> None:
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("lora.caption", targets=escape_markdown(targets, 80), rank=rank))
     softcap_caveat(ctx, model)
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -13,7 +13,7 @@ from calculator.oom_case import case_lines, read_against_case
 from calculator.oom_message import Reading, read
 from guide.charts import GIB, base_layout
 from guide.format import escape_markdown, format_bytes, format_count
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget
 
 MAX_INPUT = 6000  # a message is about 600 characters; the text also travels in the share link
 
@@ -37,7 +37,6 @@ def render(ctx: Context) -> None:
             st.warning(ctx.t("oom_message.no_figures"))
         else:
             st.error(ctx.t("oom_message.not_recognised"))
-    share_box(ctx)
 
 
 def _show(ctx: Context, reading: Reading) -> None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from calculator.training import OPTIMIZERS, training_memory
 from guide.format import format_bytes, format_count, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget
 from guide.widgets.training_inputs import component_chart, training_case
 
 
@@ -40,7 +40,6 @@ def render(ctx: Context) -> None:
     adamw, adafactor = memories[0].optimizer_bytes, memories[OPTIMIZERS.index("adafactor")].optimizer_bytes
     st.caption(ctx.t("optimizer_states.caption", trainable=format_count(trainable, lang),
                      ratio=format_number(adamw / max(adafactor, 1), 0, lang)))
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -10,7 +10,7 @@ from calculator.parallel import (SCHEDULES, bubble_fraction, peak_in_flight, pip
                                  schedule_idle_fraction)
 from guide.charts import base_layout
 from guide.format import format_number, format_percent
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget
 from guide.widgets.common import tokens_input
 
 PALETTE = ["#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00"]
@@ -61,7 +61,6 @@ def render(ctx: Context) -> None:
     st.plotly_chart(curve, config={"displayModeBar": False}, key="pb_curve")
     st.caption(ctx.t("parallelism.bubble_caption", p=stages, m=micro,
                      fraction=format_number(100 * formula, 1, lang), needed=4 * stages))
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -10,7 +10,7 @@ from calculator.quantization import storage_dtype
 from calculator.verdicts import pipeline_answer
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, tokens_input
 
 KINDS = ("embedding", "layers", "head", "other")
@@ -57,7 +57,6 @@ def render(ctx: Context) -> None:
     copy = tied_head_copy_bytes(model.summary, model.spec, dtype)
     if copy and gpus > 1:
         st.caption(ctx.t("parallelism.tied_note", bytes=format_bytes(copy, lang)))
-    share_box(ctx)
 
 
 WIDGET = Widget(

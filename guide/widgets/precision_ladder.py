@@ -13,7 +13,7 @@ from calculator.quantization import ladder
 from calculator.speed import decode_step
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs
 
 COLOURS = ["#9aa5b1", "#3366cc", "#2ca02c", "#17becf"]
@@ -48,7 +48,6 @@ def render(ctx: Context) -> None:
     int4 = decode_step(model.summary, model.spec, gpu, "int4", 1, 1024)
     st.caption(ctx.t("quantization.ladder_caption", gpu=gpu.name,
                      ratio=format_number(bf16.seconds / int4.seconds, 1, lang)))
-    share_box(ctx)
 
 
 WIDGET = Widget(

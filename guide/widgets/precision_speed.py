@@ -12,7 +12,7 @@ from calculator.workload_speed import workload_speed
 from calculator.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs
 
 SHOWN = ("float32", "float16", "bfloat16", "int8", "int4", "bnb-nf4", "gptq-4bit")
@@ -52,7 +52,6 @@ def render(ctx: Context) -> None:
                + " " + ctx.t("precision.marks", batch=batch))
     if not gpu.has_bf16_tensor_cores:
         st.info(ctx.t("precision.no_bf16", gpu=gpu.name))
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -11,7 +11,7 @@ from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES
 from calculator.verdicts import formats_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs
 
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
@@ -83,7 +83,6 @@ def render(ctx: Context) -> None:
         notes.append(ctx.t("quantization.fallback_note", share=format_number(
             100 * gguf.fallback_parameters / gguf.quantized_parameters, 0, lang)))
     st.caption(" ".join(notes))
-    share_box(ctx)
 
 
 def layout_source(ctx: Context, name: str, family: str) -> str:

@@ -8,7 +8,7 @@ import streamlit as st
 from calculator.precision import bytes_per_param
 from calculator.verdicts import load_answer
 from guide.format import format_billions, format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, readings_row
 
 DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
@@ -35,7 +35,6 @@ def render(ctx: Context) -> None:
     readings_row(ctx, answer.detail, card)
     message = ctx.t(f"quick_check.verdict_{verdict}", gpu=card.name, model=inputs.model.name)
     {"fits": st.success, "tight": st.warning, "too_big": st.error}[verdict](message)
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -7,7 +7,7 @@ import streamlit as st
 
 from calculator.precision import RULE_OF_THUMB_MARGIN, bytes_per_param, parameter_bytes, rule_of_thumb_bytes
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, share_box
+from guide.widgets import Context, Param, Widget
 from guide.widgets.common import case_inputs
 
 DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
@@ -49,7 +49,6 @@ def render(ctx: Context) -> None:
     m1.metric(ctx.t("rule_of_thumb.weights"), format_bytes(weights, lang, system="decimal"))
     m2.metric(ctx.t("rule_of_thumb.with_margin"), format_bytes(rule, lang, system="decimal"))
     m3.metric(ctx.t("rule_of_thumb.as_gpu_tools_show"), format_bytes(rule, lang))
-    share_box(ctx)
 
 
 WIDGET = Widget(

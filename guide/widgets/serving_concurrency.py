@@ -11,7 +11,7 @@ from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import serve
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.serving_inputs import case_count, kv_picker, serving_case
 
@@ -47,7 +47,6 @@ def render(ctx: Context) -> None:
                   for t in lengths] if prefix else []
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     r = plan.replica
     m1, m2, m3 = st.columns(3)
@@ -72,7 +71,6 @@ def render(ctx: Context) -> None:
                          gpu=gpu.name, pool=format_count(r.kv_tokens, lang), concurrency=f"{r.max_concurrency:.2f}", log_tokens=f"{context:,}"))
     if plan.replica.kv_groups > 1 or any(g.window for g in model.spec.attention):
         st.caption(ctx.t("serving.window_caption"))
-    share_box(ctx)
 
 
 WIDGET = Widget(

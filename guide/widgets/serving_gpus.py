@@ -11,7 +11,7 @@ from calculator.serving_commands import sglang_command, vllm_command
 from calculator.serving import MAX_TOKENS, MAX_USERS
 from calculator.serving_plan import serve
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs
 from guide.widgets.serving_inputs import WEIGHT_CHOICES, case_count, engine_picker, kv_picker, serving_case
 
@@ -34,7 +34,6 @@ def render(ctx: Context) -> None:
                      tensor=tensor)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     never = ctx.t("serving.never")
     st.dataframe([{
@@ -48,7 +47,6 @@ def render(ctx: Context) -> None:
     best = plan.best_layout
     if best is None:
         st.error(ctx.t("serving.no_layout", gpu=gpu.name, tokens=format_count(context, lang)))
-        share_box(ctx)
         return
     st.success(ctx.t("serving.best_layout" if best.replicas == 1 else "serving.best_layout_copies", gpus=format_count(best.gpus, lang), gpu=gpu.name, tensor=best.tensor,
                      replicas=format_count(best.replicas, lang), users=format_count(users, lang),
@@ -60,7 +58,6 @@ def render(ctx: Context) -> None:
     st.code(command, language="bash", wrap_lines=True)
     if plan.dtype in ("int8", "int4"):
         st.caption(ctx.t("serving.quantized_checkpoint"))
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -6,11 +6,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from calculator.answers import answer_for
 from calculator.errors import CalculatorError
 from calculator.serving_plan import serve
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.common import case_inputs
 from guide.widgets.serving_inputs import WEIGHT_CHOICES, engine_picker, limit_input, serving_case, share_input
 
@@ -33,7 +34,6 @@ def render(ctx: Context) -> None:
                      utilization=utilization, max_num_batched_tokens=batched, layouts=False)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     r = plan.replica
     reserve_key = "serving.part_reserve" if engine == "vllm" else "serving.part_reserve_sglang"
@@ -75,7 +75,18 @@ def render(ctx: Context) -> None:
     else:
         st.caption(ctx.t("serving.sglang_caption", share=format_bytes(r.requested_bytes_per_gpu, lang),
                          reserve=format_bytes(r.activation_reserve_bytes, lang)))
-    share_box(ctx)
+    answer_with(ctx, _answer(model, plan, utilization, batched))
+
+
+def _answer(model, plan, utilization, batched):
+    """The serve command's answer for this calculation (its JSON is the plan's, as `serve --json` writes it)."""
+    typed = model.key or model.name
+    argv = [typed, "--gpu", plan.gpu, "--dtype", plan.dtype, "--context", str(plan.context), "--engine", plan.engine,
+            "--max-num-batched-tokens", str(batched)]
+    if utilization is not None:
+        argv += ["--gpu-memory-utilization", f"{utilization:g}"]
+    data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
+    return answer_for("serve", data, tuple(argv), typed)
 
 
 WIDGET = Widget(

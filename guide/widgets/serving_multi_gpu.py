@@ -11,7 +11,7 @@ from calculator.serving_commands import transformers_code
 from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import transformers_multi_gpu
 from guide.format import format_bytes
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs
 from guide.widgets.serving_inputs import case_count, serving_case
 
@@ -38,7 +38,6 @@ def render(ctx: Context) -> None:
         result = transformers_multi_gpu(model, gpu, gpus, dtype, batch, context)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     worst = max(range(len(result.device_map_weights)),
                 key=lambda i: result.device_map_weights[i] + result.device_map_cache[i])
@@ -73,7 +72,6 @@ def render(ctx: Context) -> None:
     if result.tp_weights_bytes is not None:
         st.code(transformers_code(model.load_id, gpus, dtype, "tp"), language="python", wrap_lines=True)
     st.caption(ctx.t("serving.multi_caption"))
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -12,7 +12,7 @@ from calculator.llama_cpp import bytes_per_value
 from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs
 from guide.widgets.serving_inputs import (case_count, count_input, engine_picker, kv_picker, limit_input, serving_case,
                                           share_input)
@@ -56,7 +56,6 @@ def render(ctx: Context) -> None:
             _llamacpp(ctx, model, context, slots, ngl, cache_type)
     except CalculatorError as error:
         show_error(ctx, error)
-    share_box(ctx)
 
 
 def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs, batched, offload, tensor,

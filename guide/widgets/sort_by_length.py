@@ -12,7 +12,7 @@ from calculator.length_order import MAX_SAMPLES, sample_lengths, simulate
 from calculator.speed import prefill
 from guide.charts import base_layout
 from guide.format import format_count
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.data_parallel import duration
 
@@ -65,7 +65,6 @@ def render(ctx: Context) -> None:
     st.plotly_chart(fig, config={"displayModeBar": False}, key="sl_chart")
     st.dataframe(rows, hide_index=True)
     _verdict(ctx, runs, limit, batch, longest, gpu.name)
-    share_box(ctx)
 
 
 def _row(ctx: Context, run, name: str, batch: int, samples: int) -> dict:

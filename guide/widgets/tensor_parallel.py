@@ -11,7 +11,7 @@ from calculator.quantization import storage_dtype
 from calculator.verdicts import tensor_parallel_answer
 from calculator.speed import prefill
 from guide.format import format_bytes, format_number, format_percent
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.common import case_inputs
 
 
@@ -37,7 +37,6 @@ def render(ctx: Context) -> None:
         answer = answer_for(inputs, degree)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     result = answer.detail
     m1, m2, m3 = st.columns(3)
@@ -67,7 +66,6 @@ def render(ctx: Context) -> None:
         st.caption(ctx.t("parallelism.comm_caption", n=result.allreduces_per_forward,
                          size=format_bytes(result.allreduce_bytes, lang), tokens=format_number(tokens, 0, lang),
                          compute=format_number(compute * 1000, 2, lang), gpu=gpu.name, t=degree))
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -11,7 +11,7 @@ from calculator.training import rule_of_thumb_bytes, rule_of_thumb_split
 from calculator.verdicts import largest_micro_batch_answer
 from guide.charts import capacity_line
 from guide.format import format_billions, format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from calculator.budget import Budget
 from guide.widgets.common import readings_row
 from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, positions_note, \
@@ -30,14 +30,12 @@ def render(ctx: Context) -> None:
                                         "optimizer": "tm_optimizer", "batch": "tm_batch", "sequence": "tm_sequence"})
     model, gpu, batch, sequence = inputs.model, inputs.card, setup.micro_batch, setup.sequence
     if positions_note(ctx, model, sequence):
-        share_box(ctx)
         return
     budget = Budget(gpu)
     try:
         answer = answer_for(inputs, setup)
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     memory, largest = answer.detail, answer.figures["largest_micro_batch"]
     inference = inference_memory(model.summary, model.spec, batch, sequence, "bfloat16",
@@ -84,7 +82,6 @@ def render(ctx: Context) -> None:
         st.error(ctx.t("training.none_fits", gpu=gpu.name, peak=format_bytes(memory.total_bytes, lang),
                        capacity=format_bytes(budget.usable_bytes, lang)))
     softcap_caveat(ctx, model)
-    share_box(ctx)
 
 
 WIDGET = Widget(

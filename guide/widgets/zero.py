@@ -10,7 +10,7 @@ from calculator.errors import CalculatorError
 from calculator.training import ZERO_STAGES, Layout, training_memory
 from guide.charts import capacity_line
 from guide.format import format_bytes
-from guide.widgets import Context, Param, Widget, gpu_param, share_box, show_error
+from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.widgets.training_inputs import component_chart, number, peak_parts, training_case
 
 
@@ -51,7 +51,6 @@ def render(ctx: Context) -> None:
                     for n in counts]
     except CalculatorError as error:
         show_error(ctx, error)
-        share_box(ctx)
         return
     fig = component_chart(ctx, [str(n) for n in counts], peak_parts(memories), ctx.t("zero.x_axis"))
     capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
@@ -74,7 +73,6 @@ def render(ctx: Context) -> None:
         })
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("zero.caption", n=counts[-1]))
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -9,7 +9,7 @@ import streamlit as st
 from calculator.offload import tokens_to_hide_transfers, zero_offload
 from calculator.verdicts import zero_offload_answer
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, share_box
+from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, tokens_input
 
 
@@ -36,7 +36,6 @@ def render(ctx: Context) -> None:
     message = ctx.t("offload.zero_hidden" if z.hidden else "offload.zero_exposed",
                     link=z.link, threshold=format_number(threshold, 0, lang), gpu=gpu.name)
     (st.success if z.hidden else st.warning)(message)
-    share_box(ctx)
 
 
 WIDGET = Widget(

@@ -1,0 +1,25 @@
+""""Copy as answer": beside the share box, the calculation as a short Markdown answer in the
+reader's language (calculator/answers.py writes it; st.code gives it a copy button). Its link
+points at the guide the reader is on, with every value of the case."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from urllib.parse import urlsplit
+
+import streamlit as st
+
+from calculator.answers import Answer, markdown
+
+
+def guide_base() -> str | None:
+    """This guide's address (scheme and host) as the reader's browser sees it."""
+    parts = urlsplit(st.context.url or "")
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
+
+
+def answer_box(ctx, answer: Answer) -> None:
+    answer = replace(answer, link=(ctx.slug, ctx.anchor, answer.link[2]))  # the section the reader is on
+    with st.popover(ctx.t("answer.title"), icon=":material/content_copy:"):
+        st.caption(ctx.t("answer.help"))
+        st.code(markdown(answer, ctx.lang, guide_base()), language="markdown", wrap_lines=True)

@@ -1,0 +1,137 @@
+"""Paste-ready answers: `--markdown --lang en|fr` on every answering command, and "Copy as
+answer" beside a calculator. The answer's figures are the command's JSON (and the page's), its
+command line reproduces that JSON, its link writes every case value, French answers follow
+the pages' typography; and the widget frame, not each widget, draws the share box."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from calculator.answers import ANSWERING
+from calculator.typography import NNBSP
+from calculator.units import format_bytes, format_count
+from tests.apptest import open_page
+from tests.conftest import ROOT
+
+CASES = {
+    "estimate": ["gpt2", "--dtypes", "float16"],
+    "inference": ["llama-3-8b", "--batch", "4", "--prompt", "1024", "--new-tokens", "256", "--gpu", "rtx4090"],
+    "train": ["llama-3-8b", "--method", "qlora", "--gpu", "rtx4090", "--checkpointing", "full"],
+    "serve": ["llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--users", "64"],
+    "quantize": ["llama-3-8b", "--gpu", "rtx4090"],
+    "llama-cpp": ["llama-3-8b", "--gpu", "rtx4090", "--context", "16384"],
+    "offload": ["llama-3-8b", "--gpu", "rtx4090"],
+}
+# The figure of each answer's verdict sentence: (JSON path, how the answer writes it)
+VERDICT_FIGURE = {
+    "estimate": (("rows", 0, "total_bytes"), format_bytes), "inference": (("total_bytes",), format_bytes),
+    "train": (("total_bytes",), format_bytes), "serve": (("kv_tokens",), format_count),
+    "quantize": (("rows", 0, "total_bytes"), format_bytes), "llama-cpp": (("gpu_bytes",), format_bytes),
+    "offload": (("gpu_bytes",), format_bytes),
+}
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "calculator", *argv], capture_output=True, cwd=ROOT, timeout=300,
+                          text=True)
+
+
+def plain(text: str) -> str:
+    return text.replace(NNBSP, " ").replace("\u00a0", " ")
+
+
+def test_every_answering_command_is_covered():
+    assert set(CASES) == set(ANSWERING)
+
+
+@pytest.mark.parametrize("command", sorted(CASES))
+def test_markdown_answer_carries_the_commands_figures_and_reproduces_it(command):
+    data = json.loads(cli(command, *CASES[command], "--json").stdout)
+    english = cli(command, *CASES[command], "--markdown")
+    assert english.returncode == 0, english.stderr
+    path, shown = VERDICT_FIGURE[command]
+    value = data
+    for step in path:
+        value = value[step]
+    first = english.stdout.split("\n\n")[0]
+    assert shown(value) in first  # the verdict sentence has the engine's figure
+    blocks = re.findall(r"```bash\n(.*?)\n```", english.stdout, re.S)
+    reproduce = shlex.split(blocks[-1])
+    assert reproduce[:4] == ["python", "-m", "calculator", command]
+    assert json.loads(cli(*reproduce[3:], "--json").stdout) == data  # the command line gives the same answer
+    link = re.search(r"(http://\S+)", english.stdout).group(1)
+    assert "lang=en" in link and f"model={CASES[command][0]}" in link
+    french = cli(command, *CASES[command], "--markdown", "--lang", "fr")
+    assert french.returncode == 0 and "lang=fr" in french.stdout
+    assert f"{NNBSP}:" in french.stdout and " :" not in french.stdout.split("```")[0]
+    assert plain(shown(value, "fr")) in plain(french.stdout.split("\n\n")[0])
+    assert not re.search(r"\d (GiB|MiB|KiB)\b", plain(french.stdout.split("```")[0]))  # French units: Gio, Mio
+
+
+def test_answers_state_the_verdict_of_the_engine():
+    train = cli("train", "llama-3-8b", "--method", "full", "--gpu", "t4", "--markdown").stdout
+    assert "does **not fit** on the NVIDIA T4" in train
+    serve = cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--users", "64", "--markdown").stdout
+    data = json.loads(cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--users", "64",
+                          "--json").stdout)
+    assert data["max_concurrent_sequences"] < 64 and not data["fits"]  # 54 sequences of 8,192 tokens
+    assert "64 user(s) do **not fit**" in serve and "vllm serve meta-llama/Llama-3.1-8B" in serve
+    best = next(lay for lay in data["layouts"] if lay["gpus"])
+    assert f"Fewest GPUs for these users: {best['gpus']} × NVIDIA H100 SXM" in serve
+    assert "32 user(s) **fit**" in cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--users", "32",
+                                       "--markdown").stdout
+    link = re.search(r"(http://\S+)", serve).group(1)
+    for pair in ("model=llama-3.1-8b", "gpu=h100", "dtype=bfloat16", "context=8192", "users=64", "tensor=1"):
+        assert pair in link  # every case value written out, defaults included
+
+
+def test_markdown_refusals_are_one_line():
+    for argv in (["estimate", "gpt2", "--markdown", "--lang", "de"], ["catalog", "--markdown"]):
+        done = cli(*argv)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_copy_as_answer_shows_the_pages_figures(lang):
+    at = open_page("serving", lang, model="llama-3.1-8b", gpu="h100")
+    assert not at.exception
+    answers = [c.value for c in at.code if c.language == "markdown"]
+    assert len(answers) == 1  # the serving-memory calculator's
+    metrics = {}
+    for metric in at.metric:  # the first of each label: the serving-memory calculator opens the chapter
+        metrics.setdefault(metric.label, metric.value)
+    pool_label = "KV cache pool per GPU" if lang == "en" else "Réservoir du cache KV par GPU"
+    tokens_label = "Tokens in the pool" if lang == "en" else "Tokens dans le réservoir"
+    verdict = plain(answers[0].split("\n\n")[0])
+    assert plain(metrics[pool_label]) in verdict and plain(metrics[tokens_label]) in verdict
+    assert f"lang={lang}" in answers[0] and "model=llama-3.1-8b" in answers[0] and "gpu=h100" in answers[0]
+    assert "python -m calculator serve llama-3.1-8b --gpu h100" in answers[0]
+
+
+def test_the_frame_draws_the_share_box():
+    widgets = Path(ROOT / "guide" / "widgets")
+    callers = [p.name for p in widgets.glob("*.py") if p.name != "__init__.py" and "share_box(" in p.read_text()]
+    assert callers == []
+    at = open_page("oom", "en")
+    placed = (ROOT / "content" / "en" / "oom.md").read_text().count("[[widget:")
+    assert sum(1 for p in at.get("popover") if p.proto.popover.label == "Share this result") == placed
+
+
+def test_estimator_and_llama_cpp_answers_match_their_tables():
+    at = open_page("estimator", "en", model="gpt2")
+    answer = next(c.value for c in at.code if c.language == "markdown" and c.value.startswith("**"))
+    table = at.dataframe[0].value
+    assert f"**{table['Total (weights)'][0]}** in {table['Precision'][0]}" in answer
+    assert "python -m calculator estimate gpt2 --dtypes" in answer and "/estimator?lang=en&model=gpt2" in answer
+    at = open_page("cpu-offloading", "fr", model="llama-3.1-8b", gpu="h100")
+    answer = next(c.value for c in at.code if c.language == "markdown")
+    on_gpu = next(m.value for m in at.metric if m.label == "Sur le GPU")
+    assert plain(on_gpu) in plain(answer.split("\n\n")[0])
+    assert "/cpu-offloading?lang=fr&model=llama-3.1-8b&gpu=h100" in answer and answer.rstrip().endswith("```")

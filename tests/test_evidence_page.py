@@ -1,0 +1,34 @@
+"""The evidence box on its pages (AppTest): a log read and set beside the page's case in the
+reader's language, and a paste it cannot read refused with a notice in that language."""
+
+from __future__ import annotations
+
+from calculator.gpus import gpu
+from calculator.model import resolve
+from calculator.serving_plan import serve
+from tests.apptest import open_page
+
+
+def _page_text(at) -> str:
+    return "\n".join([m.value for m in at.markdown] + [i.value for i in at.info] + [e.value for e in at.error])
+
+
+def test_a_log_at_the_serving_cases_defaults_reads_as_defaults_in_both_languages():
+    case_tokens = serve(resolve("llama-3.1-8b"), gpu("h100"), layouts=False).replica.kv_tokens
+    log = f"INFO [kv_cache_utils.py:1733] GPU KV cache size: {case_tokens:,} tokens"
+    english = open_page("serving", "en", model="llama-3.1-8b", gpu="NVIDIA H100 SXM", ev_text=log)
+    assert not english.exception
+    assert f"Your log shows {case_tokens:,} tokens" in _page_text(english)
+    assert "your settings are the defaults (`gpu_memory_utilization` 0.9)" in _page_text(english)
+    french = open_page("serving", "fr", model="llama-3.1-8b", gpu="NVIDIA H100 SXM", ev_text=log)
+    assert not french.exception
+    grouped = f"{case_tokens:,}".replace(",", "\u202f")
+    assert f"Votre journal indique {grouped}\u202ftokens" in _page_text(french) or \
+        f"Votre journal indique {grouped} tokens" in _page_text(french)
+    assert "vos réglages sont ceux par défaut" in _page_text(french)
+
+
+def test_an_unreadable_paste_gets_a_french_notice():
+    at = open_page("oom", "fr", ev_text="bonjour, mon modèle est lent")
+    assert not at.exception
+    assert any("n'est rien de ce que le lecteur connaît" in e.value or "n’est rien" in e.value for e in at.error)
