@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.budget import Budget, readings_of
-from calculator.inference import inference_memory, largest_batch
+from calculator.inference import inference_memory
+from calculator.verdicts import largest_batch_answer
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, gpu_param
@@ -38,7 +39,7 @@ def render(ctx: Context) -> None:
     options = {"dtype": dtype, "mode": mode}
     capacity = Budget(gpu)
     lengths = lengths_between(typical, longest)
-    batches = [largest_batch(model.summary, model.spec, capacity, t, **options) for t in lengths]
+    batches = [largest_batch_answer(model, gpu, {"context": t}, **options).figures["largest_batch"] for t in lengths]
     at_longest, at_typical = batches[lengths.index(longest)], batches[lengths.index(typical)]
     m1, m2 = st.columns(2)
     m1.metric(ctx.t("largest_batch.metric_longest", tokens=format_count(longest, lang)), format_count(at_longest, lang))
