@@ -1,4 +1,4 @@
-"""Read a CUDA out-of-memory message: its figures, and the causes they prove.
+"""Read a PyTorch out-of-memory message: its figures, and the causes they prove.
 
 Every wording PyTorch's caching allocator has written (c10/cuda/CUDACachingAllocator.cpp):
   1.0 to 1.3   "Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; 8.57 MiB already
@@ -16,9 +16,8 @@ Every wording PyTorch's caching allocator has written (c10/cuda/CUDACachingAlloc
                (torch.cuda.set_per_process_memory_fraction)
   any 2.x      "with X allocated in private pools (e.g., CUDA Graphs)," inside the last sentence
   MPS          "MPS backend out of memory (MPS allocated: 9.57 GiB, other allocations: 17.35 GiB, max
-               allowed: 27.20 GiB). Tried to allocate 292.50 MiB on private pool." (before 2.3 the
-               same sizes were labelled GB and MB, and were already binary: a 16 GB Mac's cap reads
-               18.13 in both)
+               allowed: 27.20 GiB). Tried to allocate 292.50 MiB on private pool." (older releases
+               labelled the same binary sizes GB and MB: a 16 GB Mac's cap reads 18.13 in both)
   XPU          "XPU out of memory. ... GPU 0 has a total capacity of 15.11 GiB. Of the allocated
                memory ..." (no free figure)
 Sizes are PyTorch's format_size: "N bytes", then KiB, MiB, GiB with two decimals. ROCm says

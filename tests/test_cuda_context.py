@@ -69,3 +69,13 @@ def test_the_spread_is_inside_every_cards_headroom():
     for card in gpus().values():
         budget = Budget(card)
         assert 0 <= budget.context_spread_bytes < budget.headroom_bytes
+
+
+def test_the_page_says_where_the_context_comes_from_in_both_languages():
+    from tests.apptest import open_page
+
+    for lang, card, words in (("en", "h100", "the median of all published out-of-memory messages"),
+                              ("fr", "rtx4090", "la médiane que montrent les messages de manque de mémoire publiés")):
+        at = open_page("oom", lang, gpu=card)
+        helps = " ".join(m.help or "" for m in at.metric)
+        assert not at.exception and words in helps

@@ -8,6 +8,8 @@ import streamlit as st
 
 from calculator import catalog
 from calculator.model import Model, catalog_model
+from calculator.budget import Budget
+from calculator.cuda_context import context_for
 from calculator.gpus import Gpu, gpu, gpus
 from calculator.precision import DTYPES
 from guide.case import WHOLE_NUMBERS
@@ -166,7 +168,9 @@ def readings_row(ctx: Context, readings, card: Gpu | None) -> None:
         columns[3].metric(ctx.t("readings.usable"), format_bytes(readings.usable_bytes, lang),
                           help=ctx.t("readings.usable_help", gpu=card.name, total=format_bytes(card.total_bytes, lang),
                                      context=format_bytes(card.context_bytes, lang),
-                                     headroom=format_bytes(readings.headroom_bytes, lang)))
+                                     headroom=format_bytes(readings.headroom_bytes, lang),
+                                     spread=format_bytes(Budget(card).context_spread_bytes, lang),
+                                     basis=ctx.t(f"readings.context_{context_for(card.architecture).source}")))
     st.caption(ctx.t("readings.explain"))
 
 
