@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 import re
 
-from .errors import CalculatorError
+from .errors import CalculatorError, Grouped
 from .families import EXPERT_COUNT_KEYS, EXPERT_TOPK_KEYS
 
 MAX_CONFIG_BYTES = 2 * 1024 * 1024  # real configs, id2label tables included, stay far below
@@ -223,7 +223,7 @@ def _check_values(table: dict, depth: int) -> None:
             if not isinstance(value, dict | None):
                 raise CalculatorError("config_bad_labels", key=key, value=_show(value))
             if value is not None and len(value) > MAX_LABELS:
-                raise CalculatorError("config_bad_value", key=key, value=f"{len(value)} entries", low=0, high=MAX_LABELS)
+                raise CalculatorError("config_bad_label_count", key=key, count=Grouped(len(value)), high=Grouped(MAX_LABELS))
             continue
         if bounds is not None and value is not None and not isinstance(value, dict):
             if key in _LIMIT_OF_KEY or isinstance(value, list) or _is_number(value):
@@ -248,17 +248,18 @@ def _check_size(key: str, value, bounds: tuple[int, int], depth: int, strict: bo
         return
     if isinstance(value, list):
         if depth > MAX_NESTING or len(value) > MAX_LAYERS_IN_A_LIST:
-            raise CalculatorError("config_bad_list", key=key, length=len(value), limit=MAX_LAYERS_IN_A_LIST)
+            raise CalculatorError("config_bad_list", key=key, length=Grouped(len(value)), limit=Grouped(MAX_LAYERS_IN_A_LIST))
         for item in value:
             if item is not None:
                 _check_size(key, item, bounds, depth + 1, strict)
         if size_group(key) == "layers" and _list_total(value) > MAX_LAYERS_IN_A_LIST:
-            raise CalculatorError("config_bad_value", key=key, value=f"{_list_total(value)} layers in all",
-                                  low=0, high=MAX_LAYERS_IN_A_LIST)
+            raise CalculatorError("config_bad_layer_total", key=key, total=Grouped(_list_total(value)),
+                                  high=Grouped(MAX_LAYERS_IN_A_LIST))
         return
     whole = isinstance(value, int) and not isinstance(value, bool)
     if not (whole or (not strict and isinstance(value, float))) or not low <= value <= high:  # NaN fails too
-        raise CalculatorError("config_bad_value", key=key, value=_show(value), low=low, high=high)
+        shown = Grouped(value) if whole and abs(value) < 10**30 else _show(value)
+        raise CalculatorError("config_bad_value", key=key, value=shown, low=Grouped(low), high=Grouped(high))
 
 
 def _list_total(values: list) -> int:

@@ -28,7 +28,7 @@ import math
 from . import limits
 from .activations import Phase, forward_phases
 from .architecture import ArchSpec
-from .errors import CalculatorError
+from .errors import CalculatorError, Grouped
 from .precision import FLOAT_DTYPES, bytes_per_param, normalize_dtype
 from .search import largest_fitting  # noqa: F401 (also imported from here)
 from .summary import ModelSummary
@@ -97,7 +97,7 @@ def check_sizes(batch: object, context: object) -> tuple[int, int]:
 def check_positions(spec: ArchSpec, tokens: int) -> int:
     """Refuse a sequence longer than the positions the model was built for."""
     if spec.max_positions and tokens > spec.max_positions:
-        raise CalculatorError("context_too_long", tokens=tokens, limit=spec.max_positions)
+        raise CalculatorError("context_too_long", tokens=Grouped(tokens), limit=Grouped(spec.max_positions))
     return tokens
 
 

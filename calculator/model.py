@@ -46,8 +46,9 @@ from .summary import ModelSummary
 SOURCES = ("catalog", "local", "hub", "upload", "safetensors")
 # Why a Hub checkpoint was counted from its safetensors headers.
 HEADER_REASONS = ("remote_code", "unknown_type", "quantized", "no_config")
-# The page's server refuses uploads over 1 MB (.streamlit/config.toml); checked here too.
-MAX_UPLOAD_BYTES = min(MAX_CONFIG_BYTES, 2**20)
+# One number everywhere: the server's maxUploadSize (.streamlit/config.toml, in MB: the
+# browser refuses past 1,000,000 bytes), the help texts, and this check.
+MAX_UPLOAD_BYTES = min(MAX_CONFIG_BYTES, 1_000_000)
 HUB_CACHE_SECONDS = 300
 # An unreachable or stalled Hub is kept this long: a rerun of the page does not pay the
 # deadline again, and a blip does not keep a model away for long.
