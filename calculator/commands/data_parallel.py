@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_command, find_gpu, print_json, resolve_model
+from ._common import add_command, find_gpu, platform_gpus, print_json, resolve_model
 
 
 def register(commands, shared) -> None:
@@ -24,6 +24,7 @@ def run(args) -> int:
     from ..speed import data_parallel_inference, data_parallel_training, generation
 
     card = find_gpu(args.gpu)
+    args.gpus_per_node = platform_gpus(args, 8, "gpus_per_node")
     for name, value in (("samples", args.samples), ("gpus-per-node", args.gpus_per_node), ("nodes", args.nodes)):
         check_sizes(value, 1) if name != "samples" else check_sizes(1, value)
     check_sizes(1, args.tokens)
