@@ -208,3 +208,13 @@ def test_the_case_bar_takes_a_typed_card_and_groups_the_others():
     assert any(o.startswith("Centre de données · NVIDIA B200") for o in picker.options)
     assert any(o.startswith("Apple silicon (part de la mémoire unifiée laissée au GPU) · Apple M4 (16 GB)")
                for o in picker.options)
+
+
+def test_a_platform_s_count_reaches_the_commands_that_take_one():
+    for args in (("offload", "gpt2", "--gpu", "Kaggle 2×T4"), ("data-parallel", "gpt2", "--gpu", "kaggle 2xt4",
+                                                                   "--samples", "100")):
+        done = _cli(*args, "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["gpus"] == 2
+    done = _cli("offload", "gpt2", "--gpu", "Kaggle 2×T4", "--gpus", "3", "--json")
+    assert json.loads(done.stdout)["gpus"] == 3  # the reader's own count wins

@@ -51,13 +51,14 @@ def find_gpu(key: str | None):
     return gpu(key) if key is not None else None
 
 
-def platform_gpus(args, default):
-    """The GPU count a command runs with: --gpus, or the platform's own count when --gpus was
-    left at its default ("Kaggle 2xT4" is two T4s)."""
+def platform_gpus(args, default, option: str = "gpus"):
+    """The GPU count a command runs with: its option (--gpus), or the platform's own count when
+    the option was left at its default ("Kaggle 2xT4" is two T4s)."""
     from ..gpus import gpu_count
 
+    given = getattr(args, option)
     count = gpu_count(args.gpu) if getattr(args, "gpu", None) else 1
-    return count if args.gpus == default and count > 1 else args.gpus
+    return count if given == default and count > 1 else given
 
 
 def sizer(units: str):

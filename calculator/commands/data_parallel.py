@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_command, find_gpu, print_json, resolve_model
+from ._common import add_command, find_gpu, platform_gpus, print_json, resolve_model
 
 
 def register(commands, shared) -> None:
@@ -28,6 +28,7 @@ def run(args) -> int:
     from ..verdicts import data_parallel_answer
 
     card = find_gpu(args.gpu)
+    args.gpus_per_node = platform_gpus(args, 8, "gpus_per_node")
     for name, value in (("samples", args.samples), ("gpus_per_node", args.gpus_per_node), ("nodes", args.nodes),
                         ("tokens", args.tokens)):
         limits.check(name, value)

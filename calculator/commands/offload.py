@@ -8,7 +8,7 @@ import json
 
 from ..errors import CalculatorError
 from ..units import format_bytes
-from ._common import add_command, platform_gpus, find_gpu, parse_size, print_json, render_table, resolve_model
+from ._common import add_command, find_gpu, parse_size, platform_gpus, print_json, render_table, resolve_model
 
 
 def register(commands, shared) -> None:

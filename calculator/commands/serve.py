@@ -5,7 +5,7 @@ or SGLang 0.4.6) splits each card, how many sequences of --context tokens run at
 from __future__ import annotations
 
 from ..units import format_bytes
-from ._common import add_command, platform_gpus, find_gpu, print_json, render_table, resolve_model
+from ._common import add_command, find_gpu, platform_gpus, print_json, render_table, resolve_model
 
 
 def register(commands, shared) -> None:

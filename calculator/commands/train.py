@@ -7,8 +7,8 @@ side by side."""
 from __future__ import annotations
 
 from ..units import format_count
-from ._common import (add_command, platform_gpus, budget_for, find_gpu, print_json, readings_json, readings_lines, render_table,
-                      resolve_model, sizer)
+from ._common import (add_command, budget_for, find_gpu, platform_gpus, print_json, readings_json, readings_lines,
+                      render_table, resolve_model, sizer)
 
 
 # Components as the human output names them.
