@@ -85,3 +85,11 @@ def test_the_page_gives_the_code_of_its_workload(workload, expected):
     at = open_page("slow-model", query.pop("lang"), **query)
     code = next(c.value for c in at.code if c.language == "python" and "MODEL = " in c.value)
     assert expected in code and f"BATCH = {query['batch']}" in code
+
+
+def test_bad_workload_and_items_values_are_refused():
+    case, refused, _ = read_case({"workload": ["<script>alert(1)</script>"], "items": ["1e99"]}, Case())
+    assert (case.workload, case.items) == (Case().workload, Case().items)
+    assert sorted(r.param for r in refused) == ["items", "workload"]
+    case, refused, _ = read_case({"workload": ["vision"], "items": ["2000000"]}, Case())
+    assert (case.workload, case.items, refused) == ("vision", 2_000_000, ())
