@@ -38,8 +38,8 @@ _SMI_HEADER = re.compile(r"NVIDIA-SMI\s{1,6}([\d.]{1,20})\s{1,40}Driver Version:
 _SMI_GPU = re.compile(r"^\|\s{1,6}(\d{1,3})\s{1,8}(\S(?:[^|]{0,60}?\S)?)\s{1,40}(On|Off)\s{0,6}\|")
 _SMI_MEMORY = re.compile(r"\|\s{0,30}(\d{1,7})MiB\s{0,4}/\s{0,4}(\d{1,7})MiB\s{0,30}\|")
 # "|    0   N/A  N/A    123456      C   python                          10240MiB |"
-_SMI_PROCESS = re.compile(r"^\|\s{1,8}(\d{1,3})\s{1,8}(?:\S{1,4}\s{1,8}\S{1,4}\s{1,8})?(\d{1,10})\s{1,8}"
-                          r"(C|G|C\+G|M|M\+C)\s{1,8}(\S[^|]{0,200}?)\s{1,80}(\d{1,7})MiB\s{0,4}\|")
+_SMI_PROCESS = re.compile(r"^\|\s{1,8}(\d{1,3})\s{1,8}(?:\S{1,4}\s{1,8}\S{1,4}\s{1,24})?(\d{1,10})\s{1,24}"
+                          r"(C|G|C\+G|M|M\+C)\s{1,24}(\S[^|]{0,200}?)\s{1,80}(\d{1,7})MiB\s{0,4}\|")
 _CSV_HEADER = re.compile(r"memory\.(?:total|used|free)")
 
 

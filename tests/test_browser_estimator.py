@@ -54,7 +54,7 @@ def test_a_shared_estimator_url_reopens_the_estimate(server, browser, page):
     assert heading_in_view(page, "estimate")
     shown = exported_table(page)
     assert "Mixtral-8x7B" in shown and "int4" in shown and "float32" not in shown
-    page.locator(f"{WIDGET} [data-testid='stPopover'] button").click()
+    page.locator(f"{WIDGET} [data-testid='stPopover'] button").first.click()  # Share, then Copy as answer
     shared = page.locator("[data-testid='stPopoverBody'] code").inner_text().strip()
     for part in ("lang=fr", "es_model=mistralai%2FMixtral-8x7B-v0.1", "es_dtypes=bfloat16", "es_dtypes=int4",
                  "es_base=true", "es_gpus=NVIDIA+H100+SXM"):
@@ -97,7 +97,7 @@ def test_uploading_a_config_in_the_browser(server, page):
         ".some(c => c.innerText.includes('tiny-llama.json'))", arg=WIDGET, timeout=60_000)
     shown = exported_table(page)
     assert "tiny-llama.json" in shown and re.search(r"\| float32 \| .* Kio \(", shown)
-    page.locator(f"{WIDGET} [data-testid='stPopover'] button").click()
+    page.locator(f"{WIDGET} [data-testid='stPopover'] button").first.click()  # Share, then Copy as answer
     assert "ne peut pas voyager dans un lien" in page.locator("[data-testid='stPopoverBody']").last.inner_text()
 
 
