@@ -45,7 +45,7 @@ TOOLS = {
 }
 READ_PAGES = {"oom-message": ("oom", "oom-message"), "nvidia-smi": ("oom", "find-memory"),
               "memory-summary": ("oom", "find-memory"), "accelerate-estimate": ("memory-estimate", "units")}
-HIDDEN = {"help", "json", "trust_remote_code", "file", "units", "run"}  # never offered to a client
+HIDDEN = {"help", "json", "trust_remote_code", "file", "units", "run", "markdown", "lang"}  # never offered to a client
 CASE_NAMES = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequence", "context", "users", "tensor")
 MAX_VALUE = 200  # characters of one argument value (the read tool's text has the reader's own cap)
 MAX_LIST = 16
