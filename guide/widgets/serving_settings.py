@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator.errors import CalculatorError
+from calculator.limits import high
 from calculator.serving_commands import llamacpp_command, sglang_command, vllm_command
 from calculator.serving_plan import LLAMACPP_CACHE_TYPES, llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
@@ -29,7 +30,7 @@ def render(ctx: Context) -> None:
     c5, c6, c7, c8, c9 = st.columns(5)
     kv_dtype = kv_picker(ctx, "sve_kv", container=c5)
     utilization = share_input(ctx, "sve_util", container=c6)
-    seqs = count_input(ctx, "serving.max_num_seqs", "sve_seqs", 256, high=65_536, container=c7,
+    seqs = count_input(ctx, "serving.max_num_seqs", "sve_seqs", 256, high=high("max_num_seqs"), container=c7,
                        help_key="serving.max_num_seqs_help")
     batched = count_input(ctx, "serving.batched_tokens", "sve_batched", 2048, low=16, high=131_072, step=1024,
                           container=c8, help_key="serving.batched_tokens_help")
