@@ -83,3 +83,17 @@ def test_the_cli_refuses_out_of_range_values_by_name(args, name):
     assert done.returncode == 2 and not done.stdout, done.stdout[-300:]
     assert done.stderr.startswith("error: " + catalog("en")[f"limits.{name}"] + " must be a whole number")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_the_pages_own_inputs_take_the_cli_bounds():
+    """The data-parallel calculator's samples, GPUs per node and nodes, and the engine-settings
+    calculator's max_num_seqs, offer exactly the range the CLI accepts."""
+    from tests.apptest import open_page
+
+    at = open_page("slow-model", "en")
+    fields = {n.key: n for n in at.number_input}
+    for key, name in (("dp_samples", "samples"), ("dp_per_node", "gpus_per_node"), ("dp_nodes", "nodes")):
+        assert (fields[key].min, fields[key].max) == (LIMITS[name].low, LIMITS[name].high)
+    at = open_page("serving", "en")
+    seqs = {n.key: n for n in at.number_input}["sve_seqs"]
+    assert (seqs.min, seqs.max) == (LIMITS["max_num_seqs"].low, LIMITS["max_num_seqs"].high)

@@ -48,7 +48,8 @@ def test_llama_cpp_widget_equals_the_cli(lang):
     data = json.loads(cli("llama-cpp", "llama-3.1-8b", "--gpu", "t4", "--type", "Q4_K", "--context", "131072",
                           "--json").stdout)
     shown = metrics(at)
-    assert shown[text("llama_cpp.ngl", lang)] == f"{data['ngl']} / {data['layers'] + 1}" == "20 / 33"
+    # 22 of 33 slots with the T4's calibrated context (tests/test_llama_cpp.py counts it by hand)
+    assert shown[text("llama_cpp.ngl", lang)] == f"{data['ngl']} / {data['layers'] + 1}" == "22 / 33"
     assert shown[text("llama_cpp.on_gpu", lang)] == format_bytes(data["gpu_bytes"], lang)
     assert shown[text("llama_cpp.on_cpu", lang)] == format_bytes(data["cpu_bytes"], lang)
     assert data["command"] in [c.value.strip() for c in at.code]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from calculator.limits import high
 from calculator.speed import NETWORKS_GBS
 from calculator.verdicts import data_parallel_answer
 from calculator.workloads import shape
@@ -37,10 +38,11 @@ def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "dp_model", "gpu": "dp_gpu", "prompt": "dp_tokens"})
     gpu = inputs.card
     training = st.checkbox(ctx.t("data_parallel.training"), value=False, key="dp_train", bind="query-params")
-    samples = tokens_input(ctx, "data_parallel.samples", "dp_samples", 100_000, high=10**9, step=1000)
+    samples = tokens_input(ctx, "data_parallel.samples", "dp_samples", 100_000, high=high("samples"), step=1000)
     c5, c6, c7 = st.columns(3)
-    per_node = tokens_input(ctx, "data_parallel.per_node", "dp_per_node", 8, high=16, container=c5, step=1)
-    nodes = tokens_input(ctx, "data_parallel.nodes", "dp_nodes", 1, high=1024, container=c6, step=1)
+    per_node = tokens_input(ctx, "data_parallel.per_node", "dp_per_node", 8, high=high("gpus_per_node"), container=c5,
+                            step=1)
+    nodes = tokens_input(ctx, "data_parallel.nodes", "dp_nodes", 1, high=high("nodes"), container=c6, step=1)
     network = c7.selectbox(ctx.t("data_parallel.network"), list(NETWORKS_GBS), key="dp_network",
                            bind="query-params", disabled=nodes == 1)
     counts = sorted({1, 2, 4, 8, per_node} & set(range(1, per_node + 1)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator.errors import CalculatorError
+from calculator.limits import high
 from calculator.serving_commands import llamacpp_command, sglang_command, vllm_command
 from calculator.llama_cpp import bytes_per_value
 from calculator.serving import MAX_TOKENS
@@ -34,7 +35,7 @@ def render(ctx: Context) -> None:
     c5, c6, c7, c8, c9 = st.columns(5)
     kv_dtype = kv_picker(ctx, "sve_kv", container=c5)
     utilization = share_input(ctx, "sve_util", container=c6)
-    seqs = limit_input(ctx, "serving.max_num_seqs", "sve_seqs", 1, 65_536, container=c7,
+    seqs = limit_input(ctx, "serving.max_num_seqs", "sve_seqs", 1, high("max_num_seqs"), container=c7,
                        help_key="serving.max_num_seqs_help")
     batched = limit_input(ctx, "serving.batched_tokens", "sve_batched", 16, 131_072, step=1024, container=c8,
                           help_key="serving.batched_tokens_help")
