@@ -10,8 +10,14 @@ numbers no field can hold (inf, 1e309, 400 digits): each must get its answer or 
 never an error. Then one session uploads --uploads distinct 405B-class configs one after the
 other, and the server's memory is read before and after.
 
+With --hub-hostile N, the guide reads the Hub from a hostile stand-in (tests/hub_server.py)
+and N sessions ask it for models whose answers are huge (a 300 MB config.json, a 64 MiB index of
+`[{},{},...]`, a 16 MiB header), slow (a byte every 2 s), stalled, or redirected elsewhere:
+each must show its refusal within the Hub's bound, beside the ordinary readers.
+
 The browser runs on the same two cores as the server, so the figures are pessimistic for the
-server. Run: python -m bench load [--levels 1 2 4 8 ...] [--rounds N] [--hostile N] [--uploads N]
+server. Run: python -m bench load [--levels 1 2 4 8 ...] [--rounds N] [--hostile N] [--hub-hostile N]
+[--uploads N]
 """
 
 from __future__ import annotations
@@ -240,7 +246,70 @@ async def hostile_journey(browser, url: str, index: int, upload_dir: Path) -> di
     return result
 
 
-async def level(url: str, sessions: int, rounds: int, hostile: int = 0) -> dict:
+def hostile_hub():
+    """A stand-in Hub whose repositories answer badly, each a way the real one must be read."""
+    from tests.hub_server import FakeHub
+
+    hub = FakeHub()
+    hub.start()
+    return hub
+
+
+def hub_cases(hub, index: int) -> list[tuple[str, str]]:
+    """(repo id, what it does) for one hostile session; ids distinct per level and session,
+    so nothing is answered from a cache."""
+    unknown = {"model_type": "not-a-known-type", "architectures": ["NopeForCausalLM"]}
+    header = b"{" + b"".join(b'"%07d":{},' % i for i in range(1_200_000)) + b'"x":{}}'
+    cases = []
+    for name, files, how in [
+        ("huge-config", {}, {"config.json": {"huge": 300_000_000, "fill": b'{"a": 1, '}}),
+        ("huge-index", {"config.json": unknown, "model.safetensors": b"\x02" + b"\0" * 7 + b"{}"},
+         {"model.safetensors.index.json": {"huge": 64 * 2**20, "fill": b"[{},"}}),
+        ("wide-header", {"config.json": unknown, "model.safetensors": len(header).to_bytes(8, "little") + header}, {}),
+        ("slow", {}, {"config.json": {"trickle": 2.0, "huge": 10_000}}),
+        ("stalled", {}, {"config.json": {"stall": 600}}),
+        ("redirect", {}, {"config.json": {"redirect": "http://localhost:9/elsewhere/config.json"}}),
+    ]:
+        repo = f"evil/{name}-{level_seed()}-{index}"
+        hub.add(repo, files)
+        for filename, misbehaviour in how.items():
+            hub.hostile[f"{repo}/{filename}"] = misbehaviour
+        cases.append((repo, name))
+    return cases
+
+
+async def hub_journey(browser, url: str, index: int, hub) -> dict:
+    """A reader whose Hub ids get hostile answers: each must end in a refusal that names the
+    id, within the Hub's bound (and the build limit, for what is parsed in a worker)."""
+    from calculator.hub import limit_seconds
+
+    result = {"times": [], "errors": [], "leaks": [], "refused": 0, "answered": 0, "hub_seconds": {}}
+    context = await browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = await context.new_page()
+    bound = limit_seconds() + 20 + 5  # the Hub's deadline, the build limit, the page's own run
+    try:
+        for repo, name in hub_cases(hub, index):
+            lang = "fr" if (index + len(result["hub_seconds"])) % 2 else "en"
+            start = time.perf_counter()
+            await page.goto(f"{url}/estimator?lang={lang}&model={repo}", timeout=SESSION_TIMEOUT_MS)
+            await page.wait_for_function(
+                "(r) => [...document.querySelectorAll(\"[data-testid='stAlert']\")].some(a => a.innerText.includes(r))",
+                arg=repo, timeout=SESSION_TIMEOUT_MS)
+            seconds = time.perf_counter() - start
+            result["hub_seconds"][name] = seconds
+            result["refused"] += 1
+            if seconds > bound:
+                result["errors"].append(f"hub {index}: {name} refused after {seconds:.1f} s (bound {bound} s)")
+        if await page.locator("[data-testid='stException']").count():
+            result["errors"].append(f"hub {index}: an exception on the page")
+    except Exception as error:
+        result["errors"].append(f"hub {index}: {type(error).__name__}: {str(error).splitlines()[0][:160]}")
+    finally:
+        await context.close()
+    return result
+
+
+async def level(url: str, sessions: int, rounds: int, hostile: int = 0, hub_hostile: int = 0, hub=None) -> dict:
     from playwright.async_api import async_playwright
 
     _LEVEL[0] += 1
@@ -251,6 +320,7 @@ async def level(url: str, sessions: int, rounds: int, hostile: int = 0) -> dict:
             started = time.perf_counter()
             readers = [journey(browser, url, i, rounds, Path(folder)) for i in range(sessions)]
             attackers = [hostile_journey(browser, url, 100 + i, Path(folder)) for i in range(hostile)]
+            attackers += [hub_journey(browser, url, 200 + i, hub) for i in range(hub_hostile)]
             results = await asyncio.gather(*readers, *attackers)
             elapsed = time.perf_counter() - started
             await browser.close()
@@ -262,7 +332,8 @@ async def level(url: str, sessions: int, rounds: int, hostile: int = 0) -> dict:
             "leaks": [x for r in readers_results for x in r["leaks"]], "seconds": elapsed, "hostile": hostile,
             "hostile_errors": [e for r in hostile_results for e in r["errors"]],
             "hostile_refused": sum(r["refused"] for r in hostile_results),
-            "hostile_answered": sum(r["answered"] for r in hostile_results)}
+            "hostile_answered": sum(r["answered"] for r in hostile_results),
+            "hub_seconds": [r["hub_seconds"] for r in hostile_results if "hub_seconds" in r]}
 
 
 async def distinct_uploads(url: str, count: int) -> dict:
@@ -294,9 +365,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 4, 8, 12, 16])
     parser.add_argument("--rounds", type=int, default=5, help="input changes per session")
     parser.add_argument("--hostile", type=int, default=2, help="hostile sessions beside the readers, per level")
+    parser.add_argument("--hub-hostile", type=int, default=1,
+                        help="sessions asking a hostile stand-in Hub for models, per level")
     parser.add_argument("--uploads", type=int, default=100, help="distinct configs uploaded one after the other")
     args = parser.parse_args(argv if argv is not None else [])
-    server = GuideServer().wait()
+    hub = hostile_hub()
+    server = GuideServer({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.url,
+                          "HF_HOME": tempfile.mkdtemp(prefix="bench-hf-home-")}).wait()
     rows = []
     try:
         with MemorySampler(server.process.pid) as memory:
@@ -304,7 +379,7 @@ def main(argv: list[str] | None = None) -> None:
             warm_rss = memory.samples[-1][1]
             for sessions in args.levels:
                 before, cpu_before, busy_before = len(memory.samples), memory.cpu_seconds(), machine_busy_seconds()
-                row = asyncio.run(level(server.url, sessions, args.rounds, args.hostile))
+                row = asyncio.run(level(server.url, sessions, args.rounds, args.hostile, args.hub_hostile, hub))
                 row["server_cpu"] = memory.cpu_seconds() - cpu_before
                 row["server_cores"] = row["server_cpu"] / row["seconds"]
                 row["machine_cores"] = (machine_busy_seconds() - busy_before) / row["seconds"]
@@ -316,6 +391,9 @@ def main(argv: list[str] | None = None) -> None:
                       f"{len(row['hostile_errors'])} (refused {row['hostile_refused']}, answered {row['hostile_answered']}), "
                       f"leaks {len(row['leaks'])}, RSS {row['rss_after'] / 2**20:.0f} MiB, "
                       f"server CPU {row['server_cores']:.2f} cores, machine {row['machine_cores']:.2f} cores", flush=True)
+                for seconds in row["hub_seconds"]:
+                    print("  hostile Hub, seconds to the refusal: "
+                          + ", ".join(f"{name} {value:.1f}" for name, value in seconds.items()), flush=True)
             uploads = None
             if args.uploads:
                 time.sleep(2)
@@ -330,6 +408,7 @@ def main(argv: list[str] | None = None) -> None:
                       f"(peak {uploads['rss_peak'] / 2**20:.0f} MiB)", flush=True)
     finally:
         server.stop()
+        hub.stop()
     print("\n| sessions at once | hostile beside them | input changes | p50 | p95 | errors | hostile errors "
           "(refusals seen) | sessions that saw another's data | server RSS peak | server RSS after | "
           "server CPU (cores, mean) | whole machine (cores, mean) |")

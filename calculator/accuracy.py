@@ -125,6 +125,10 @@ class ResultRun:
         return self.models.get(model, {}).get("parameters")
 
 
+# A run of the full grid writes a few hundred kilobytes; a result file larger than this is not one.
+MAX_RESULT_BYTES = 16 * 2**20
+
+
 def read_run(path: Path) -> ResultRun | None:
     """A result file, or None if it is not one this version reads (never an exception: the
     page shows the files it can read)."""
@@ -132,6 +136,8 @@ def read_run(path: Path) -> ResultRun | None:
     try:
         stat = path.stat()
     except OSError:
+        return None
+    if stat.st_size > MAX_RESULT_BYTES:
         return None
     return _read_run(path, stat.st_mtime_ns, stat.st_size)
 
@@ -149,8 +155,8 @@ def _read_run(path: Path, modified: int, size: int) -> ResultRun | None:
                          versions={str(k): str(v) for k, v in data["versions"].items()},
                          models=dict(data["models"]), rows=tuple(ResultRow.from_dict(r) for r in data["rows"]),
                          skipped=tuple(str(s) for s in data.get("skipped", ())))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None  # RecursionError: JSON nested deeper than Python parses
 
 
 def latest_runs(directory: Path, grid: str = "full") -> list[ResultRun]:

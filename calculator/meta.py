@@ -43,9 +43,7 @@ def make_config(config: dict, trust_remote_code: bool = False, source_dir: str |
             raise CalculatorError("unknown_model_type", model_type=model_type[:60])
         if not trust_remote_code or source_dir is None:
             raise CalculatorError("needs_remote_code", model_type=model_type[:60])
-        from transformers import AutoConfig
-
-        return AutoConfig.from_pretrained(source_dir, trust_remote_code=True)
+        return _remote_config(config, source_dir)
     from transformers import CONFIG_MAPPING
 
     try:
@@ -54,6 +52,26 @@ def make_config(config: dict, trust_remote_code: bool = False, source_dir: str |
     except Exception as exc:  # transformers validates fields with several exception types
         detail = str(exc).strip().splitlines()
         raise CalculatorError("invalid_config", detail=" ".join(detail[:2])[:240]) from None
+
+
+def _remote_config(config: dict, source_dir: str):
+    """The config class of the folder's own code, made from the config given (the file the
+    reader named, checked above), not from whatever config.json sits beside it."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    reference = (config.get("auto_map") or {}).get("AutoConfig")
+    if not isinstance(reference, str) or "--" in reference:  # "repo--module.Class" would fetch another repo
+        raise CalculatorError("needs_remote_code", model_type=str(config["model_type"])[:60])
+    try:
+        with _quiet():
+            made = get_class_from_dynamic_module(reference, source_dir, local_files_only=True).from_dict(dict(config))
+        made.name_or_path = source_dir  # where from_config finds the model's code
+        return made
+    except CalculatorError:
+        raise
+    except Exception as exc:  # the folder's code, failing its own way
+        detail = " ".join(str(exc).strip().splitlines()[:2])[:240]
+        raise CalculatorError("invalid_config", detail=f"{type(exc).__name__}: {detail}") from None
 
 
 def model_constructor(config, model_class: str, trust_remote_code: bool = False):
