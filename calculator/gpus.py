@@ -112,7 +112,7 @@ ALIASES = {
 # Platforms people name instead of a card: (card, how many of them the platform gives).
 PLATFORMS = {
     "colabt4": ("t4", 1), "colabl4": ("l4", 1), "colaba100": ("a100-40gb", 1), "colabh100": ("h100", 1),
-    "kagglet4": ("t4", 1), "kaggle2t4": ("t4", 2), "kaggle2xt4": ("t4", 2), "kaggle2x4": ("t4", 2),
+    "kagglet4": ("t4", 1), "kaggle2t4": ("t4", 2), "kaggle2xt4": ("t4", 2),
     "kagglet4x2": ("t4", 2), "kaggledualt4": ("t4", 2), "kagglep100": ("p100", 1),
 }
 _MAKERS = ("nvidia", "geforce", "tesla", "amdinstinct", "amd", "instinct")

@@ -43,11 +43,13 @@ PUBLISHED = [
     ("ada", 16376, 16374, "EasyPhoto#281: 15.99 GiB"),
     ("ada", 46068, 45486, "Step-Video-T2V#8: 44.42 GiB"),
     ("blackwell", 32607, 32113, "TrajectoryCrafter#20: 31.36 GiB"),
+    ("blackwell", 97887, 97249, "ds4#431: total=94.97 GiB"),
+    ("blackwell", 16311, 15816, "lucebox#407: 15,816 MiB CUDA-visible"),
 ]
 # The reservation (nvidia-smi less PyTorch) by architecture, worked out from the list above:
 # Ampere 225 256 317 391 439 481 510 512 870 -> 439; Ada 2 346 465 572 582 -> 465; Hopper
-# 479 598 615 -> 598; Blackwell 494 729 -> 611.5; Volta 8.
-RESERVATION = {"ampere": 439, "ada": 465, "hopper": 598, "blackwell": 611, "volta": 8}
+# 479 598 615 -> 598; Blackwell 494 495 638 729 -> 566.5; Volta 8.
+RESERVATION = {"ampere": 439, "ada": 465, "hopper": 598, "blackwell": 566, "volta": 8}
 
 LINK_KEYS = ("t4", "l4", "a10g", "rtx3090", "rtx4090", "a100-40gb", "a100-80gb", "h100", "h200", "mi300x")
 
