@@ -23,7 +23,8 @@ def register(commands, shared) -> None:
                    help="generation, forward, seq2seq, speech or vision (default: the model's own)")
     p.add_argument("--mode", choices=("generate", "forward"), default=None,
                    help="forward: one pass over --sequence tokens, in sequences per second (= --workload forward)")
-    p.add_argument("--sequence", type=int, default=512, help="tokens per sequence of a forward pass (default 512)")
+    p.add_argument("--sequence", type=int, default=None,
+                   help="tokens per sequence of a forward pass (default: --prompt, as the slow-model chapter reads its case)")
     p.add_argument("--encoder", type=int, default=None, help="seq2seq: the encoder's input tokens (default: --prompt)")
     p.add_argument("--measured", type=float, default=None,
                    help="the speed you measured, in the workload's unit (tokens/s for generation, items/s "
@@ -52,7 +53,7 @@ def run(args) -> int:
     from ..workload_speed import against_ceiling, check_measured, workload_speed
     from ..workloads import shape
 
-    for name, value in (("prompt", args.prompt), ("new_tokens", args.new_tokens), ("sequence", args.sequence),
+    for name, value in (("prompt", args.prompt), ("new_tokens", args.new_tokens), ("sequence", args.sequence or 1),
                         ("encoder", args.encoder or 1)):
         limits.check(name, value)
     card = find_gpu(args.gpu)
@@ -60,7 +61,8 @@ def run(args) -> int:
     workload = _workload(args, model.spec)
     if args.encoder is not None and workload not in ("seq2seq", "speech"):
         raise CalculatorError("encoder_needs_encoder_decoder", model_type=model.spec.model_type or model.spec.kind)
-    work = shape(model.spec, workload, prompt=args.prompt, new_tokens=args.new_tokens, sequence=args.sequence,
+    sequence = args.prompt if args.sequence is None else args.sequence  # the page reads the case's prompt
+    work = shape(model.spec, workload, prompt=args.prompt, new_tokens=args.new_tokens, sequence=sequence,
                  encoder=args.encoder)
     if args.measured is not None:
         check_measured(args.measured, "tokens_per_second" if workload == "generation" else "items_per_second")
