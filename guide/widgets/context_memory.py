@@ -122,7 +122,8 @@ def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, 
     else:
         st.warning(ctx.t("context_memory.largest", batch=batch, tokens=format_count(largest, lang), gpu=gpu.name,
                          span=format_count(span, lang)))
-    st.caption(ctx.t("context_memory.all_prompt"))
+    if work.workload == "generation":  # the others read their own lengths (workload_note)
+        st.caption(ctx.t("context_memory.all_prompt"))
     if at_edge.attention_used != at_edge.attention:
         st.info(ctx.t("oom.runs_eager"))
     st.markdown(ctx.t(
