@@ -118,21 +118,31 @@ def test_tensor_and_pipeline_verdicts(card, dtype):
 
 # Largest batch and time per token (the slow-model chapter's case) -----------------------
 
+def speed_workload_args(inputs) -> list[str]:
+    """speed's flags for the page's workload (the page reads a forward pass's sequence from
+    the prompt, as slow-model#batch-size does); none for a generation."""
+    work = work_of(inputs)
+    if work.workload == "forward":
+        return ["--workload", "forward", "--sequence", str(inputs.prompt)]
+    return [] if work.workload == "generation" else ["--workload", work.workload]
+
+
 @pytest.mark.parametrize("card", CARDS)
 @pytest.mark.parametrize("dtype", (*DTYPES, "float16"))
 def test_largest_batch(card, dtype):
     for model in MODELS:
         inputs = page_inputs("slow-model", model, card, dtype=dtype)
         lengths = ["--prompt", str(inputs.prompt), "--new-tokens", str(inputs.new_tokens)]
+        workload = speed_workload_args(inputs)
         refused = page_refusal(batch_size.answer_for, inputs)
-        if refused:  # a context past the model's positions (gpt2: 1,024): both refuse it
-            assert cli_refusal("speed", model, "--gpu", card, "--dtypes", dtype, *lengths) == refused, model
+        if refused:  # a context past the model's positions (gpt2: 1,024; BERT: 512): both refuse it
+            assert cli_refusal("speed", model, "--gpu", card, "--dtypes", dtype, *lengths, *workload) == refused, model
             continue
         page = batch_size.answer_for(inputs).figures
         # prompt and answer left to speed's defaults: the chapter's (1,024 + 256)
-        speed = cli_json("speed", model, "--gpu", card, "--dtypes", dtype, "--batches", str(inputs.batch))
+        speed = cli_json("speed", model, "--gpu", card, "--dtypes", dtype, "--batches", str(inputs.batch), *workload)
         assert speed["largest_batch"][dtype] == page["largest_batch"], model
-        if dtype == "bfloat16" and can_generate(inputs.model.spec):  # --prompt/--new-tokens: a generation's
+        if dtype == "bfloat16" and work_of(inputs).workload == "generation":  # --prompt/--new-tokens: a generation's
             run = cli_json("inference", model, "--batch", str(inputs.batch), "--dtype", dtype, "--gpu", card, *lengths)
             assert (run["largest_batch"], run["largest_batch_tight"]) == (
                 page["largest_batch"], page["largest_batch_tight"]), model
