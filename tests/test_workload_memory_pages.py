@@ -79,3 +79,20 @@ def test_the_quantization_page_prices_whisper_and_t5_as_the_cli():
     data = cli_json("quantize", "t5-base", "--gpu", "t4", "--batch", "8", "--prompt", "400", "--new-tokens", "100")
     assert "l’encodeur lit 400 tokens d’entrée, puis le décodeur écrit 100 tokens" in text
     assert peak_column(at, "fr") == {r["format"]: plain(format_bytes(r["peak_bytes"], "fr")) for r in data["rows"]}
+
+
+def test_the_serving_page_tells_whisper_where_its_figures_are():
+    at = open_page("serving", "fr", model="whisper-small", gpu="h100")
+    assert not at.exception
+    errors = [plain(e.value) for e in at.error]
+    assert any("API de transcription (/v1/audio/transcriptions)" in e for e in errors)
+    assert not any("ne génère pas" in e for e in errors)
+
+
+def test_a_bert_classifier_trains_over_the_case_sequence_on_the_page():
+    at = open_page("fine-tuning", "en", model="bert-base-cased", gpu="t4", method="full", checkpointing="none",
+                   sequence="128", batch="8")
+    text = seen(at)
+    data = cli_json("train", "bert-base-cased", "--method", "full", "--precision", "bf16-autocast",
+                    "--checkpointing", "none", "--sequence", "128", "--batch", "8", "--gpu", "t4")
+    assert format_bytes(data["total_bytes"], "en") in text
