@@ -50,10 +50,11 @@ def render(ctx: Context) -> None:
     model, gpu, dtype, batch = inputs.model, inputs.card, inputs.dtype, inputs.batch
     c5, c6, c7 = st.columns(3)
     attention = attention_picker(ctx, "cm_attention", container=c5)
-    mode = mode_picker(ctx, "cm_mode", model.spec, container=c6)
+    work = work_of(inputs)
+    # the workload fixes the mode of every run but a generation's (workloads.lengths_at)
+    mode = mode_picker(ctx, "cm_mode", model.spec, container=c6) if work.workload == "generation" else None
     kv_dtype = kv_dtype_picker(ctx, "cm_kv", container=c7)
     spec, summary = model.spec, model.summary
-    work = work_of(inputs)
     workload_note(ctx, work)
     options = {"dtype": dtype, "kv_dtype": kv_dtype, "attention": attention, "mode": mode}
     capacity = Budget(gpu)

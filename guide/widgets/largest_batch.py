@@ -56,7 +56,7 @@ def render(ctx: Context) -> None:
     c4, c5, c6 = st.columns(3)
     longest = min(tokens_input(ctx, "largest_batch.longest", "lb_longest", min(8192, window), container=c4), window)
     typical = min(tokens_input(ctx, "largest_batch.typical", "lb_typical", min(512, window), container=c5), window)
-    mode = mode_picker(ctx, "lb_mode", model.spec, container=c6)
+    mode = mode_picker(ctx, "lb_mode", model.spec, container=c6) if work.workload == "generation" else None
     options = {"dtype": dtype, "mode": mode} if work.workload == "generation" else {"dtype": dtype}
     capacity = Budget(gpu)
     lengths = lengths_between(typical, longest)
