@@ -32,6 +32,7 @@ import math
 from .architecture import ArchSpec
 from .budget import rounding_bytes
 from .errors import CalculatorError
+from .serving_refusals import not_served_code
 from .families import family_of
 from .parallel import tensor_parallel
 from .precision import FLOAT_DTYPES, normalize_dtype
@@ -191,7 +192,7 @@ def kv_groups(spec: ArchSpec, tensor: int = 1, kv_bytes: int = 2) -> tuple[KvGro
     Several kinds with the same page (Gemma 2: full and sliding): groups of as many layers as
     the rarest kind has, so 21 + 21 layers make 2 groups of 21."""
     if not spec.has_kv_cache or spec.kind != "decoder":
-        raise CalculatorError("serve_no_decoder", model_type=spec.model_type or spec.kind)
+        raise CalculatorError(not_served_code(spec), model_type=spec.model_type or spec.kind)
     from .kv_layers import cache_layers
 
     kinds: dict[tuple[str, int | None], tuple[int, int]] = {}

@@ -14,6 +14,7 @@ import math
 
 from .budget import FITS, TIGHT, TOO_BIG, Budget, reserved_bytes
 from .errors import CalculatorError
+from .serving_refusals import not_served_code
 from .gpus import Gpu
 from .kv_layers import has_linear_layers
 from .llama_cpp import SERVER_SLOTS, kv_cache
@@ -208,7 +209,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     dtype = serving_weights(dtype)
     spec = model.spec
     if spec is None or not spec.has_kv_cache or spec.kind != "decoder":
-        raise CalculatorError("serve_no_decoder", model_type=getattr(spec, "model_type", "") or model.name[:40])
+        raise CalculatorError(not_served_code(spec), model_type=getattr(spec, "model_type", "") or model.name[:40])
     if has_linear_layers(spec, model.config):
         raise CalculatorError("serve_linear_attention", model_type=spec.model_type[:40])
     if tensor is None:

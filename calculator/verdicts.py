@@ -198,12 +198,17 @@ def context_span(spec) -> int:
     return spec.max_positions or DEFAULT_SPAN
 
 
-def largest_context_answer(model, card: Gpu, batch: int, **options) -> Answer:
+def largest_context_answer(model, card: Gpu, batch: int, work=None, **options) -> Answer:
     """The longest context that fits at this batch, all of it arriving as a prompt (the worst
     case of a generation that long: the next turn of a conversation sends the whole history),
-    searched up to the model's positions (context_span)."""
+    searched up to the model's positions (context_span). With `work` (workloads.Shape) other
+    than generation, the length the workload varies: a forward pass's sequence, a seq2seq
+    encoder's input with the answer kept; speech and vision items all have one length (the
+    30 s window, the image's patches): the answer is that length when it fits, else 0."""
     from .inference import inference_memory, largest_context
 
+    if work is not None and work.workload != "generation":
+        return _workload_context_answer(model, card, batch, work, options)
     options = {k: v for k, v in options.items() if k not in ("prompt", "new_tokens", "context")}
     limit = context_span(model.spec)
     budget = Budget(card)
@@ -215,6 +220,43 @@ def largest_context_answer(model, card: Gpu, batch: int, **options) -> Answer:
                "usable_bytes": budget.usable_bytes, "dtype": one.weights_format}
     return Answer("largest_context", readings_of(one, budget).verdict, figures,
                   (Assumption("context_all_prompt"), Assumption("span", limit)))
+
+
+def _workload_context_answer(model, card: Gpu, batch: int, work, options: dict) -> Answer:
+    """largest_context_answer for a workload other than generation (workloads.lengths_at)."""
+    from .inference import inference_memory
+    from .search import largest_fitting
+    from .workloads import length_of, lengths_at, varies
+
+    options = {k: v for k, v in options.items() if k not in ("prompt", "new_tokens", "context", "mode", "encoder_tokens")}
+    budget = Budget(card)
+
+    def memory_at(length: int):
+        return inference_memory(model.summary, model.spec, batch, **lengths_at(work, length), **options)
+
+    if varies(work):
+        limit = context_span(model.spec)
+        largest = largest_fitting(budget, memory_at, limit)
+        tight = largest_fitting(replace(budget, headroom_share=0.0), memory_at, limit)
+        shortest = memory_at(1)
+    else:
+        limit = length_of(work)
+        shortest = memory_at(limit)
+        largest = limit if readings_of(shortest, budget).verdict == FITS else 0
+        tight = limit if readings_of(shortest, budget).verdict != TOO_BIG else 0
+    figures = {"largest_context": largest, "largest_context_tight": tight, "batch": batch, "span": limit,
+               "usable_bytes": budget.usable_bytes, "dtype": shortest.weights_format, "workload": work.workload,
+               "varies": varies(work)}
+    return Answer("largest_context", readings_of(shortest, budget).verdict, figures,
+                  (work_assumption(work), Assumption("span", limit)))
+
+
+def work_assumption(work) -> Assumption:
+    """The lengths a workload's run assumed: a generation's (or an encoder-decoder's) prompt,
+    answer and encoder input, or the tokens of one forward pass."""
+    if work.generates:
+        return Assumption("lengths", {k: v for k, v in work.memory_lengths.items() if k != "mode"})
+    return Assumption("forward_only", {"tokens": work.prompt})
 
 
 def largest_micro_batch_answer(model, card: Gpu, setup, layout=None) -> Answer:
@@ -235,14 +277,18 @@ def largest_micro_batch_answer(model, card: Gpu, setup, layout=None) -> Answer:
 
 
 def formats_answer(model, card: Gpu, batch: int, prompt: int, new_tokens: int, group_size: int,
-                   formats=None) -> Answer:
+                   formats=None, work=None) -> Answer:
     """Each quantization format's weights and inference peak for this run, its verdict on the
-    card, and the formats that fit (`detail`: the quantized models, in order)."""
+    card, and the formats that fit (`detail`: the quantized models, in order). With `work`
+    (workloads.Shape), the workload's lengths instead of prompt and new tokens."""
     from .inference import inference_memory
     from .quantization import FORMATS, quantize_all
 
     results = quantize_all(model.summary, model.spec, group_size, FORMATS if formats is None else formats)
-    lengths, assumed = lengths_for(model.spec, prompt, new_tokens)
+    if work is None:
+        lengths, assumed = lengths_for(model.spec, prompt, new_tokens)
+    else:
+        lengths, assumed = dict(work.memory_lengths), work_assumption(work)
     budget = Budget(card)
     rows = []
     for r in results:
@@ -280,9 +326,7 @@ def speed_answer(model, card: Gpu, dtype: str, work, batches) -> Answer:
                      "verdict": readings_of(memory, budget).verdict, **_speed_row(speed)})
     figures = {"dtype": dtype, "workload": work.workload, "largest_batch": largest.figures["largest_batch"],
                "rows": rows}
-    assumed = Assumption("lengths", {k: v for k, v in lengths.items() if k != "mode"}) if work.generates \
-        else Assumption("forward_only", {"tokens": work.prompt})
-    return Answer("speed", largest.verdict, figures, (assumed,))
+    return Answer("speed", largest.verdict, figures, (work_assumption(work),))
 
 
 def _speed_row(speed) -> dict:

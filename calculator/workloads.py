@@ -116,3 +116,36 @@ def shape(spec: ArchSpec, workload: str, *, prompt: int = 1024, new_tokens: int 
 def audio_hours_per_hour(items_per_second: float) -> float:
     """Hours of audio transcribed per hour of GPU time: each item is one 30 s window."""
     return items_per_second * SPEECH_WINDOW_SECONDS
+
+
+# What a memory calculator varies: the whole context, the sequence or the encoder's input ----
+
+FIXED_LENGTH = ("speech", "vision")  # Whisper's 30 s window, an image's patches: one length for every item
+
+
+def varies(work: Shape) -> bool:
+    """Whether items of this workload come in different lengths (a sentence, a document) or
+    all in one (a 30 s window of audio, an image at the model's size)."""
+    return work.workload not in FIXED_LENGTH
+
+
+def length_of(work: Shape) -> int:
+    """The length a memory calculator reads for one item: the encoder's input (seq2seq,
+    speech), the patches (vision), the sequence (forward), prompt + answer (generation)."""
+    if work.encoder_tokens is not None:
+        return work.encoder_tokens
+    return work.prompt + work.new_tokens
+
+
+def lengths_at(work: Shape, length: int) -> dict:
+    """inference_memory's lengths for the run `work` with its varying length set to `length`:
+    a generation's whole context arriving as a prompt (the worst case of that length), a
+    forward pass's sequence, a seq2seq encoder's input (the answer keeps its length); speech
+    and vision keep their one length (FIXED_LENGTH)."""
+    if not varies(work):
+        return dict(work.memory_lengths)
+    if work.workload == "seq2seq":
+        return {**work.memory_lengths, "encoder_tokens": length}
+    if work.workload == "forward":
+        return {"context": length, "mode": "forward"}
+    return {"context": length}

@@ -73,7 +73,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         slug="quantization",
         icon=":material/compress:",
         anchors=("precision-factor", "formats", "accuracy-tradeoff", "kept-modules"),
-        case=("model", "gpu", "batch", "prompt", "new_tokens"),
+        case=("model", "gpu", "batch", "prompt", "new_tokens", "workload"),
         defaults=Case(model="llama-3.1-8b", gpu="rtx4090", batch=1, prompt=2048, new_tokens=512),
     ),
     Chapter(
@@ -94,7 +94,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         slug="oom",
         icon=":material/memory:",
         anchors=("oom-message", "context-length", "dummy-data-test", "batch-size", "sort-by-length"),
-        case=("model", "gpu", "dtype", "batch", "prompt", "new_tokens"),
+        case=("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "workload"),
         defaults=Case(model="llama-3.1-8b", gpu="rtx4090", batch=4, prompt=4096, new_tokens=512),
     ),
     Chapter(

@@ -28,6 +28,7 @@ from guide.widgets import (batch_size, context_memory, data_parallel, pipeline_s
                            tensor_parallel, training_memory)
 from guide.widgets.common import Inputs
 from guide.widgets.training_inputs import setup_of
+from guide.widgets.workload_inputs import work_of
 from tests.apptest import fingerprint, open_page
 
 MODELS = [entry.key for entry in catalog.entries()]
@@ -70,7 +71,7 @@ def page_inputs(slug: str, model: str, card: str, **changes) -> Inputs:
     """A chapter's case as its calculators receive it, with the model, card and changes set."""
     case = replace(chapters.by_slug(slug).defaults, **changes)
     return Inputs(model_of(model), gpu(card), case.dtype, case.batch, case.prompt, case.new_tokens, case.sequence,
-                  case.method, case.precision, case.optimizer, case.checkpointing)
+                  case.method, case.precision, case.optimizer, case.checkpointing, workload=case.workload)
 
 
 def page_refusal(answer_for, *args) -> str | None:
@@ -117,21 +118,31 @@ def test_tensor_and_pipeline_verdicts(card, dtype):
 
 # Largest batch and time per token (the slow-model chapter's case) -----------------------
 
+def speed_workload_args(inputs) -> list[str]:
+    """speed's flags for the page's workload (the page reads a forward pass's sequence from
+    the prompt, as slow-model#batch-size does); none for a generation."""
+    work = work_of(inputs)
+    if work.workload == "forward":
+        return ["--workload", "forward", "--sequence", str(inputs.prompt)]
+    return [] if work.workload == "generation" else ["--workload", work.workload]
+
+
 @pytest.mark.parametrize("card", CARDS)
 @pytest.mark.parametrize("dtype", (*DTYPES, "float16"))
 def test_largest_batch(card, dtype):
     for model in MODELS:
         inputs = page_inputs("slow-model", model, card, dtype=dtype)
         lengths = ["--prompt", str(inputs.prompt), "--new-tokens", str(inputs.new_tokens)]
+        workload = speed_workload_args(inputs)
         refused = page_refusal(batch_size.answer_for, inputs)
-        if refused:  # a context past the model's positions (gpt2: 1,024): both refuse it
-            assert cli_refusal("speed", model, "--gpu", card, "--dtypes", dtype, *lengths) == refused, model
+        if refused:  # a context past the model's positions (gpt2: 1,024; BERT: 512): both refuse it
+            assert cli_refusal("speed", model, "--gpu", card, "--dtypes", dtype, *lengths, *workload) == refused, model
             continue
         page = batch_size.answer_for(inputs).figures
         # prompt and answer left to speed's defaults: the chapter's (1,024 + 256)
-        speed = cli_json("speed", model, "--gpu", card, "--dtypes", dtype, "--batches", str(inputs.batch))
+        speed = cli_json("speed", model, "--gpu", card, "--dtypes", dtype, "--batches", str(inputs.batch), *workload)
         assert speed["largest_batch"][dtype] == page["largest_batch"], model
-        if dtype == "bfloat16" and can_generate(inputs.model.spec):  # --prompt/--new-tokens: a generation's
+        if dtype == "bfloat16" and work_of(inputs).workload == "generation":  # --prompt/--new-tokens: a generation's
             run = cli_json("inference", model, "--batch", str(inputs.batch), "--dtype", dtype, "--gpu", card, *lengths)
             assert (run["largest_batch"], run["largest_batch_tight"]) == (
                 page["largest_batch"], page["largest_batch_tight"]), model
@@ -139,17 +150,39 @@ def test_largest_batch(card, dtype):
 
 # Largest context (the oom chapter's case) ------------------------------------------------
 
+def workload_args(inputs) -> list[str]:
+    """The CLI's lengths for the page's workload (guide/widgets/workload_inputs.work_of): a
+    context for what varies it (the answer searches it, the CLI needs one), the answer's length
+    for an encoder-decoder."""
+    work = work_of(inputs)
+    if work.workload == "generation":
+        return ["--context", "16"]
+    if work.workload == "forward":
+        return ["--workload", "forward", "--context", "16"]
+    if work.workload == "vision":
+        return ["--workload", "vision"]
+    encoder = ["--prompt", "16"] if work.workload == "seq2seq" else []  # the encoder's input: the answer varies it
+    return ["--workload", work.workload, *encoder, "--new-tokens", str(inputs.new_tokens)]
+
+
 @pytest.mark.parametrize("card", CARDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_largest_context(card, dtype):
     for model in MODELS:
         inputs = page_inputs("oom", model, card, dtype=dtype)
+        args = ("inference", model, "--batch", str(inputs.batch), *workload_args(inputs), "--dtype", dtype,
+                "--gpu", card)
+        refused = page_refusal(context_memory.answer_for, inputs)
+        if refused:  # an answer past the model's positions (T5: 512, Whisper: 448)
+            assert cli_refusal(*args) == refused, model
+            continue
         page = context_memory.answer_for(inputs)
-        cli = cli_json("inference", model, "--batch", str(inputs.batch), "--context", "16", "--dtype", dtype,
-                       "--gpu", card)
+        cli = cli_json(*args)
         assert (cli["largest_context"], cli["largest_context_tight"]) == (
             page.figures["largest_context"], page.figures["largest_context_tight"]), model
-        assert {"id": "context_all_prompt", "value": None} in cli["assumptions"]
+        assumed = {"id": "context_all_prompt", "value": None} if work_of(inputs).workload == "generation" \
+            else {"id": "span", "value": page.figures["span"]}
+        assert assumed in cli["assumptions"]
 
 
 # Formats that fit (the quantization chapter's case) -------------------------------------

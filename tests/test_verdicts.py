@@ -11,6 +11,7 @@ import pytest
 
 from calculator.errors import CalculatorError
 from calculator.gpus import gpu
+from calculator.workloads import shape
 from calculator.inference import inference_memory
 from calculator.model import catalog_model
 from calculator.training import TrainingSetup
@@ -75,7 +76,8 @@ def test_largest_batch_is_the_last_that_fits_by_hand():
     past = inference_memory(model.summary, model.spec, n + 1, dtype="float16", **lengths)
     assert reserved_by_hand(at) <= limit_of(t4) < reserved_by_hand(past)
     assert past.total_bytes <= t4.memory_bytes  # the raw card would have taken one more: the old answer
-    speed = speed_answer(model, t4, "float16", 2000, 48, [1, n, n + 1])
+    work = shape(model.spec, "generation", prompt=2000, new_tokens=48)  # speed_answer takes the workload's run
+    speed = speed_answer(model, t4, "float16", work, [1, n, n + 1])
     assert speed.figures["largest_batch"] == n
     assert [r["verdict"] for r in speed.figures["rows"]][:2] == ["fits", "fits"]
     assert speed.figures["rows"][2]["verdict"] in ("tight", "too_big")

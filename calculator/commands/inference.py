@@ -69,7 +69,7 @@ def run(args) -> int:
     if card:
         by_context = {**options, **({"encoder_tokens": length["encoder_tokens"]} if "encoder_tokens" in length else {})}
         batch = largest_batch_answer(model, card, length, **options)
-        context = largest_context_answer(model, card, args.batch, **by_context)
+        context = largest_context_answer(model, card, args.batch, work=_work(workload, length, mode), **by_context)
         result.update(gpu=card.key, gpu_memory_bytes=card.memory_bytes, total_memory_bytes=card.total_bytes,
                       context_bytes=card.context_bytes,
                       largest_batch=batch.figures["largest_batch"], largest_batch_tight=batch.figures["largest_batch_tight"],
@@ -123,6 +123,19 @@ def _measured(args, model, card, workload: str, memory) -> dict:
                     memory.new_tokens or 1, memory.encoder_tokens or None)
     speed = workload_speed(model.summary, model.spec, card, args.dtype, args.batch, run)
     return {"unit": speed.unit, **against_ceiling(args.measured, speed).to_json()}
+
+
+def _work(workload: str, length: dict, mode: str | None):
+    """The workload's run (workloads.Shape) behind these lengths, for the answers that vary its
+    length (the largest context: a seq2seq encoder's input, one window or image for speech and
+    vision); None for a generation and for an encoder-decoder read the old way (no --workload)."""
+    from ..workloads import Shape
+
+    if "encoder_tokens" in length:
+        return Shape(workload, "generate", length["prompt"], length["new_tokens"], length["encoder_tokens"])
+    if mode == "forward" and workload in ("forward", "vision") and "context" in length:
+        return Shape(workload, "forward", length["context"], 0)
+    return None
 
 
 def _lengths(args, spec) -> tuple[str, dict, str | None]:

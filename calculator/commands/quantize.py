@@ -18,6 +18,10 @@ def register(commands, shared) -> None:
     p.add_argument("--batch", type=int, default=1, help="with --gpu: sequences run together (default 1)")
     p.add_argument("--prompt", type=int, default=2048, help="with --gpu: prompt tokens per sequence (default 2048)")
     p.add_argument("--new-tokens", type=int, default=512, help="with --gpu: tokens generated (default 512)")
+    p.add_argument("--workload", default=None,
+                   help="with --gpu: generation, forward, seq2seq, speech or vision (default: the model's own); "
+                        "forward: one pass over --prompt tokens; seq2seq: an encoder input of --prompt tokens and "
+                        "an answer of --new-tokens; speech: Whisper's 30 s window; vision: the image's patches")
 
 
 def run(args) -> int:
@@ -35,7 +39,9 @@ def run(args) -> int:
                 raise CalculatorError("bad_size", name=name, value=str(value)[:30], high=MAX_TOKENS)
         check_sizes(args.batch, args.prompt + args.new_tokens)
     model = resolve_model(args)
-    answer = formats_answer(model, card, args.batch, args.prompt, args.new_tokens, args.group_size, formats) \
+    work = _work(args, model.spec) if card is not None else None
+    answer = formats_answer(model, card, args.batch, args.prompt, args.new_tokens, args.group_size, formats,
+                            work=work if work is not None and work.workload != "generation" else None) \
         if card is not None else None
     results = answer.detail if answer else quantize_all(model.summary, model.spec, args.group_size, formats)
     peaks = {row["format"]: row for row in answer.figures["formats"]} if answer else {}
@@ -47,7 +53,7 @@ def run(args) -> int:
                 "rows": [{**r.to_json(), **_loaders(support_of(r.format)),
                           **(_verdict_json(peaks[r.format]) if card else {})} for r in results]}
         if answer:
-            data.update(batch=args.batch, prompt=args.prompt, new_tokens=args.new_tokens,
+            data.update(batch=args.batch, prompt=args.prompt, new_tokens=args.new_tokens, workload=work.workload,
                         usable_bytes=answer.figures["usable_bytes"], headroom_bytes=answer.figures["headroom_bytes"],
                         verdict=answer.verdict, fitting=answer.figures["fitting"],
                         assumptions=[a.to_json() for a in answer.assumptions])
@@ -68,8 +74,7 @@ def run(args) -> int:
     if shipped:
         print(f"The checkpoint ships in {shipped}.")
     if card:
-        print(f"Inference peak: batch {args.batch}, prompt {args.prompt} + {args.new_tokens} new tokens "
-              f"(a model that does not generate: one forward over the prompt). "
+        print(f"Inference peak: batch {args.batch}, {_run_text(args, work)}. "
               f"Headroom kept: {format_bytes(answer.figures['headroom_bytes'])}.")
     print(("Units: GiB = 2^30 bytes. Weights only: leave room for the KV cache and activations." if not card
            else "Units: GiB = 2^30 bytes.")
@@ -96,3 +101,26 @@ def _transformers_cell(support) -> str:
 def _loaders(support) -> dict:
     return {"transformers": support.transformers or None, "transformers_native": support.native,
             "engines": list(support.engines)}
+
+
+def _work(args, spec):
+    """The workload's run (calculator/workloads.shape), as the quantization page reads its case:
+    the prompt is a forward pass's sequence and a seq2seq encoder's input."""
+    from ..workloads import check_workload, default_workload, shape
+
+    workload = check_workload(spec, args.workload) if args.workload else default_workload(spec)
+    return shape(spec, workload, prompt=args.prompt, new_tokens=args.new_tokens, sequence=args.prompt)
+
+
+def _run_text(args, work) -> str:
+    """One item of the run, in the workload's terms."""
+    if work.workload == "generation":
+        return (f"prompt {args.prompt} + {args.new_tokens} new tokens (a model that does not generate: one forward "
+                f"over the prompt)")
+    if work.workload == "forward":
+        return f"forward pass over {work.prompt} tokens per sequence"
+    if work.workload == "vision":
+        return f"one image of {work.prompt} patches per item"
+    unit = "frames (one 30 s window)" if work.workload == "speech" else "tokens"
+    return (f"{work.workload}: encoder input {work.encoder_tokens} {unit}, decoder {work.prompt} start token(s) + "
+            f"{work.new_tokens} new tokens")

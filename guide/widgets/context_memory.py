@@ -14,6 +14,8 @@ from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, readings_row
 from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
+from guide.widgets.workload_inputs import length_unit, work_of, workload_note
+from calculator.workloads import length_of, lengths_at, varies
 
 POINTS = 60
 COLORS = ("#5b7db1", "#9ecae1", "#ff9f40")  # weights, cache, activations; the capacity line is red
@@ -35,9 +37,11 @@ def context_points(shown: int, marked: int) -> list[int]:
 
 
 def answer_for(inputs, attention: str = "sdpa", mode: str | None = None, kv_dtype: str | None = None):
-    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
-    return largest_context_answer(inputs.model, inputs.card, inputs.batch, dtype=inputs.dtype, kv_dtype=kv_dtype,
-                                  attention=attention, mode=mode)
+    """The page's request to the engine (pure: the parity test calls it without Streamlit), in
+    the case's workload: a forward pass's sequence, a seq2seq encoder's input, one window or
+    image for speech and vision."""
+    return largest_context_answer(inputs.model, inputs.card, inputs.batch, work=work_of(inputs), dtype=inputs.dtype,
+                                  kv_dtype=kv_dtype, attention=attention, mode=mode)
 
 
 def render(ctx: Context) -> None:
@@ -46,16 +50,24 @@ def render(ctx: Context) -> None:
     model, gpu, dtype, batch = inputs.model, inputs.card, inputs.dtype, inputs.batch
     c5, c6, c7 = st.columns(3)
     attention = attention_picker(ctx, "cm_attention", container=c5)
-    mode = mode_picker(ctx, "cm_mode", model.spec, container=c6)
+    work = work_of(inputs)
+    # the workload fixes the mode of every run but a generation's (workloads.lengths_at)
+    mode = mode_picker(ctx, "cm_mode", model.spec, container=c6) if work.workload == "generation" else None
     kv_dtype = kv_dtype_picker(ctx, "cm_kv", container=c7)
     spec, summary = model.spec, model.summary
+    workload_note(ctx, work)
     options = {"dtype": dtype, "kv_dtype": kv_dtype, "attention": attention, "mode": mode}
     capacity = Budget(gpu)
     answer = answer_for(inputs, attention, mode, kv_dtype)
+    if not varies(work):
+        _fixed(ctx, work, answer, inputs, options)
+        return
+    if work.workload != "generation":  # the workload's own lengths and mode (workloads.lengths_at)
+        options = {k: v for k, v in options.items() if k != "mode"}
     largest, span = answer.figures["largest_context"], answer.figures["span"]
     shown = shown_span(span, largest)
     points = context_points(shown, largest)
-    memories = [inference_memory(summary, spec, batch, t, **options) for t in points]
+    memories = [inference_memory(summary, spec, batch, **_lengths(work, t), **options) for t in points]
     fig = go.Figure()
     parts = (("oom.weights", "weights_bytes"), ("oom.kv_cache", "kv_cache_bytes"),
              ("oom.activations", "activation_peak_bytes"))
@@ -68,14 +80,31 @@ def render(ctx: Context) -> None:
         fig.add_vline(x=largest, line_dash="dot", line_color="#2ca02c",
                       annotation_text=ctx.t("context_memory.largest_mark", tokens=format_count(largest, lang)),
                       annotation_position="top right")
-    base_layout(fig, ctx.t("context_memory.x_axis"), ctx.t("common.memory_axis"), lang)
+    x_axis = ctx.t("workload_memory.encoder_axis" if work.workload == "seq2seq" else "context_memory.x_axis")
+    base_layout(fig, x_axis, ctx.t("common.memory_axis"), lang)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="cm_chart")
     if shown < span:
         st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
-    _verdict(ctx, model, gpu, batch, answer, span, memories[0], options, capacity)
+    _verdict(ctx, model, gpu, batch, answer, span, memories[0], options, capacity, work)
 
 
-def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, options: dict, budget) -> None:
+def _lengths(work, length: int) -> dict:
+    """inference_memory's lengths at `length` for the workload (a generation's: all prompt)."""
+    return {"context": length} if work.workload == "generation" else lengths_at(work, length)
+
+
+def _fixed(ctx: Context, work, answer, inputs, options: dict) -> None:
+    """Speech and vision: one length for every item; the peak at the case's batch."""
+    lang = ctx.lang
+    options = {k: v for k, v in options.items() if k != "mode"}
+    memory = inference_memory(inputs.model.summary, inputs.model.spec, inputs.batch, **lengths_at(work, 0), **options)
+    readings_row(ctx, readings_of(memory, Budget(inputs.card)), inputs.card)
+    st.markdown(ctx.t("workload_memory.fixed_context", length=format_count(length_of(work), lang),
+                      unit=length_unit(ctx, work), batch=inputs.batch, total=format_bytes(memory.total_bytes, lang),
+                      verdict=ctx.t(f"workload_memory.verdict_{answer.verdict}")))
+
+
+def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, options: dict, budget, work) -> None:
     lang = ctx.lang
     largest = answer.figures["largest_context"]
     if not largest:
@@ -83,7 +112,7 @@ def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, 
                        weights=format_bytes(shortest.weights_bytes, lang),
                        capacity=format_bytes(budget.usable_bytes, lang)))
         return
-    at_edge = inference_memory(model.summary, model.spec, batch, largest, **options)
+    at_edge = inference_memory(model.summary, model.spec, batch, **_lengths(work, largest), **options)
     readings_row(ctx, readings_of(at_edge, budget), gpu)
     beyond = answer.figures["largest_context_tight"]
     if beyond > largest:
@@ -94,7 +123,8 @@ def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, 
     else:
         st.warning(ctx.t("context_memory.largest", batch=batch, tokens=format_count(largest, lang), gpu=gpu.name,
                          span=format_count(span, lang)))
-    st.caption(ctx.t("context_memory.all_prompt"))
+    if work.workload == "generation":  # the others read their own lengths (workload_note)
+        st.caption(ctx.t("context_memory.all_prompt"))
     if at_edge.attention_used != at_edge.attention:
         st.info(ctx.t("oom.runs_eager"))
     st.markdown(ctx.t(

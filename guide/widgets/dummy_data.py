@@ -8,10 +8,12 @@ import streamlit as st
 from calculator.budget import Budget, readings_of
 from calculator.inference import inference_memory
 from calculator.snippets import SNIPPET_DTYPES, dummy_data_snippet
-from guide.format import format_count
+from calculator.workloads import length_of, varies
+from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget
 from guide.widgets.common import case_inputs, readings_row
 from guide.widgets.inference_inputs import attention_picker, mode_picker
+from guide.widgets.workload_inputs import length_unit, work_of, workload_note
 
 
 
@@ -25,6 +27,14 @@ def render(ctx: Context) -> None:
     attention = attention_picker(ctx, "dd_attention", container=c5)
     mode = mode_picker(ctx, "dd_mode", model.spec, container=c6)
     spec, summary = model.spec, model.summary
+    work = work_of(inputs)
+    if not varies(work):  # one window, one image: the first batch is the worst
+        workload_note(ctx, work)
+        memory = inference_memory(summary, spec, batch, dtype=dtype, **work.memory_lengths)
+        readings_row(ctx, readings_of(memory, Budget(inputs.card)), inputs.card)
+        st.info(ctx.t("workload_memory.fixed_dummy", length=format_count(length_of(work), lang),
+                      unit=length_unit(ctx, work), total=format_bytes(memory.total_bytes, lang)))
+        return
     if spec.kind == "vision":
         st.info(ctx.t("dummy_data.vision"))
         return

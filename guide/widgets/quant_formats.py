@@ -13,6 +13,7 @@ from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs
+from guide.widgets.workload_inputs import work_of, workload_note
 
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 FAMILY_COLOURS = {"bf16": "#9aa5b1", "float8": "#8c564b", "bitsandbytes": "#3366cc", "gptq": "#2ca02c",
@@ -20,8 +21,11 @@ FAMILY_COLOURS = {"bf16": "#9aa5b1", "float8": "#8c564b", "bitsandbytes": "#3366
 
 
 def answer_for(inputs, group: int):
-    """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
-    return formats_answer(inputs.model, inputs.card, inputs.batch, inputs.prompt, inputs.new_tokens, group)
+    """The page's request to the engine (pure: the parity test calls it without Streamlit), in
+    the case's workload; a generation keeps the chapter's old reading (lengths_for)."""
+    work = work_of(inputs)
+    return formats_answer(inputs.model, inputs.card, inputs.batch, inputs.prompt, inputs.new_tokens, group,
+                          work=None if work.workload == "generation" else work)
 
 
 def render(ctx: Context) -> None:
@@ -32,6 +36,8 @@ def render(ctx: Context) -> None:
     group = st.selectbox(ctx.t("quantization.group_size"), list(GROUP_SIZES),
                          index=GROUP_SIZES.index(DEFAULT_GROUP_SIZE), key="qz_group", bind="query-params",
                          help=ctx.t("quantization.group_size_help"))
+    work = work_of(inputs)
+    workload_note(ctx, work)
     answer = answer_for(inputs, group)
     results, peaks = answer.detail, {row["format"]: row for row in answer.figures["formats"]}
     verdicts = {name: row["verdict"] for name, row in peaks.items()}
@@ -57,7 +63,8 @@ def render(ctx: Context) -> None:
     base_layout(fig, ctx.t("quantization.col_format"), ctx.t("common.memory_axis"), lang, height=340)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="qz_chart")
     fitting, tight = answer.figures["fitting"], answer.figures["tight"]
-    run = ctx.t("quantization.run_of", batch=inputs.batch, tokens=format_number(peaks[results[0].format]["context"], 0, lang))
+    run = ctx.t("quantization.run_of", batch=inputs.batch, tokens=format_number(peaks[results[0].format]["context"], 0, lang)) \
+        if work.workload == "generation" else ctx.t("quantization.run_of_items", batch=inputs.batch)
     if not fitting:
         st.error(ctx.t("quantization.none_fit", gpu=gpu.name, smallest=format_bytes(min(r.total_bytes for r in results), lang))
                  + " " + run)

@@ -10,11 +10,14 @@ from calculator.budget import Budget
 from calculator.inference import largest_context
 from calculator.length_order import MAX_SAMPLES, sample_lengths, simulate
 from calculator.speed import prefill
+from calculator.verdicts import largest_context_answer
+from calculator.workloads import length_of, varies
 from guide.charts import base_layout
 from guide.format import format_count
 from guide.widgets import Context, Param, Widget, gpu_param
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.data_parallel import duration
+from guide.widgets.workload_inputs import length_unit, work_of, workload_note
 
 COLORS = {"shuffled": "#9467bd", "shortest_first": "#ff7f0e", "longest_first": "#2ca02c"}
 SHOWN_POINTS = 400  # per order: a long run is drawn from the longest batch of each stretch
@@ -31,17 +34,34 @@ def thinned(padded: tuple[int, ...], ends: tuple[float, ...], stop: int) -> tupl
     return xs, ys
 
 
+def answer_for(inputs, work, longest: int) -> int:
+    """The longest item that fits at the case's batch (pure): a generation's context all
+    prompt, searched up to `longest`; another workload's own length (a forward pass's
+    sequence, a seq2seq encoder's input) through the engine's answer."""
+    if work.workload == "generation":
+        return largest_context(inputs.model.summary, inputs.model.spec, Budget(inputs.card), inputs.batch,
+                               limit=max(longest, 1), dtype=inputs.dtype)
+    answer = largest_context_answer(inputs.model, inputs.card, inputs.batch, work=work, dtype=inputs.dtype)
+    return answer.figures["largest_context"]
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "sl_model", "gpu": "sl_gpu", "dtype": "sl_dtype", "batch": "sl_batch"})
     model, gpu, dtype, batch = inputs.model, inputs.card, inputs.dtype, inputs.batch
+    work = work_of(inputs)
+    workload_note(ctx, work)
+    if not varies(work):  # one window, one image: every batch peaks the same
+        st.info(ctx.t("workload_memory.fixed_sorting", length=format_count(length_of(work), lang),
+                      unit=length_unit(ctx, work)))
+        return
     c5, c6, c7 = st.columns(3)
     median = tokens_input(ctx, "sort_by_length.median", "sl_median", 400, high=131_072, container=c5, step=50)
     longest = tokens_input(ctx, "sort_by_length.longest", "sl_longest", 6000, high=131_072, container=c6, step=500)
     count = tokens_input(ctx, "sort_by_length.samples", "sl_samples", 50_000, high=MAX_SAMPLES, container=c7, step=1000)
     if median > longest:
         st.info(ctx.t("sort_by_length.median_above_longest"))
-    limit = largest_context(model.summary, model.spec, Budget(gpu), batch, limit=max(longest, 1), dtype=dtype)
+    limit = answer_for(inputs, work, longest)
     lengths = sample_lengths(count, median, longest)
     runs = simulate(lengths, batch, limit,
                     lambda t: prefill(model.summary, model.spec, gpu, dtype, batch, t).seconds)
