@@ -7,6 +7,7 @@ from ._common import add_command, find_gpu, platform_gpus, print_json, resolve_m
 
 def register(commands, shared) -> None:
     from ..speed import NETWORKS_GBS
+    from ..workloads import WORKLOADS
 
     p = add_command(commands, "data-parallel", shared, ("model", "json"), run,
                     help="time to process N samples on k GPUs, one node or several")
@@ -18,6 +19,10 @@ def register(commands, shared) -> None:
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--network", choices=list(NETWORKS_GBS), default=next(iter(NETWORKS_GBS)))
     p.add_argument("--training", action="store_true", help="training (gradient all-reduce) instead of inference")
+    p.add_argument("--workload", choices=WORKLOADS, default=None,
+                   help="generation, forward, seq2seq, speech or vision (default: the model's own, as the page)")
+    p.add_argument("--new-tokens", type=int, default=256,
+                   help="seq2seq and speech: the tokens each answer has (default 256, the slow-model chapter's)")
     p.add_argument("--dtype", default="bfloat16",
                    help="precision (default bfloat16; float16 on a card without bfloat16 tensor cores, such as a T4)")
 
@@ -26,16 +31,20 @@ def run(args) -> int:
     from .. import limits
     from ..precision import normalize_dtype
     from ..verdicts import data_parallel_answer
+    from ..workloads import check_workload, default_workload, shape
 
     card = find_gpu(args.gpu)
     args.gpus_per_node = platform_gpus(args, 8, "gpus_per_node")
     for name, value in (("samples", args.samples), ("gpus_per_node", args.gpus_per_node), ("nodes", args.nodes),
-                        ("tokens", args.tokens)):
+                        ("tokens", args.tokens), ("new_tokens", args.new_tokens)):
         limits.check(name, value)
     dtype = normalize_dtype(args.dtype)
     model = resolve_model(args)
+    workload = check_workload(model.spec, args.workload) if args.workload else default_workload(model.spec)
+    # the items the page divides over the GPUs: a sample of --tokens, read in the model's workload
+    work = shape(model.spec, workload, prompt=args.tokens, new_tokens=args.new_tokens, sequence=args.tokens)
     answer = data_parallel_answer(model, card, args.samples, args.tokens, args.gpus_per_node, args.nodes,
-                                  args.network, args.training, dtype)
+                                  args.network, args.training, dtype, work=work)
     figures = {k: v for k, v in answer.figures.items() if k != "seconds_by_gpus"}
     result = {"model": model.name, "gpu": card.key, **figures, "assumptions": [a.to_json() for a in answer.assumptions]}
     if args.json:
