@@ -53,6 +53,9 @@ class Case:
     context: int | None = None
     tensor: int | None = None
     users: int = 1
+    # vLLM's accounting the log was written by (serving.VLLM_VERSIONS); None: the current one.
+    # A log older than the current accounting (CUDA graphs outside the share) names "0.19".
+    engine_version: str | None = None
 
 
 def close(a: float, b: float, tolerance: float = MATCH) -> bool:
@@ -74,9 +77,11 @@ def _kv_dtype(figures: dict) -> str:
 def _plan(case: Case, figures: dict, engine: str, utilization: float | None):
     from .serving_plan import serve
 
+    from .serving import VLLM_CURRENT
+
     return serve(case.model, case.card, engine=engine, dtype=case.dtype, kv_dtype=_kv_dtype(figures),
                  context=figures.get("max_model_len") or case.context, tensor=figures.get("tensor_parallel") or case.tensor,
-                 utilization=utilization, layouts=False)
+                 utilization=utilization, layouts=False, engine_version=case.engine_version or VLLM_CURRENT)
 
 
 def _serving(figures: dict, case: Case, engine: str) -> Comparison:

@@ -39,7 +39,7 @@ LIMITS: dict[str, Limit] = {
     "gpus": Limit(1, 100_000, "GPUs"),
     "gpus_per_node": Limit(1, 64, "GPUs"),
     "nodes": Limit(1, 100_000, "nodes"),
-    "tensor": Limit(1, 100_000, "GPUs"),
+    "tensor": Limit(1, 16, "GPUs"),  # one NVLink domain: the serving layouts and training plans stop there
     "pipeline": Limit(1, 100_000, "stages"),
     "micro_batches": Limit(1, 256, "micro-batches"),
     "gradient_accumulation": Limit(1, 10_000, "steps"),

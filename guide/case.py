@@ -22,7 +22,6 @@ from calculator.limits import high
 from calculator.model import Model
 from calculator.precision import DTYPES, normalize_dtype
 from calculator.quantization import is_format
-from calculator.serving import MAX_TENSOR
 from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS
 from calculator.workloads import WORKLOADS, workload_for
 
@@ -31,9 +30,10 @@ CASE_PARAMS = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequen
                "optimizer", "checkpointing", "users", "context", "tensor", "workload", "items")
 # The engine's own bounds (calculator/limits.py): the case bar, the overrides and the CLI refuse the
 # same values. users, context, tensor: the serving chapter's question (sequences served at once,
-# tokens per sequence with prompt and answer, tensor-parallel size; the serving layouts go to 16).
+# tokens per sequence with prompt and answer, tensor-parallel size; the engine refuses a size that does
+# not divide the model's heads).
 WHOLE_NUMBERS = {name: high(name) for name in ("batch", "prompt", "new_tokens", "sequence", "users", "context",
-                                               "items")} | {"tensor": MAX_TENSOR}
+                                               "tensor", "items")}
 STEPS = {"batch": 1, "users": 1, "tensor": 1, "items": 1000}  # the case bar's step for a whole number (others: 128)
 # workload "auto": the one the model's architecture implies (calculator/workloads.py)
 CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING,

@@ -93,7 +93,9 @@ def test_published_70b_weights_match_and_the_share_is_found():
     not in these log lines). The weights it loaded (67.72 GiB) are the calculator's int8
     weights, and the share the calculator infers from the pool is that 0.98 within 0.01."""
     model = resolve("llama-3.1-70b")
-    comparison = compare(read(sample("vllm-v1-blocks.log")), Case(model=model, card=gpu("h100"), dtype="int8"))
+    # a January 2025 log: vLLM counted CUDA graphs outside the share then (the 0.19 accounting)
+    comparison = compare(read(sample("vllm-v1-blocks.log")), Case(model=model, card=gpu("h100"), dtype="int8",
+                                                                 engine_version="0.19"))
     assert "weights_match" in codes(comparison)
     assert abs(finding(comparison, "kv_implies_share")["share"] - 0.98) <= 0.011
 
@@ -121,7 +123,8 @@ def test_a_log_at_the_defaults_says_so(llama_h100):
     tokens = _plan_tokens(llama_h100, None)
     comparison = compare(read(f"INFO GPU KV cache size: {tokens:,} tokens\n"), llama_h100)
     params = finding(comparison, "kv_matches_defaults")
-    assert params["log_tokens"] == params["calc_tokens"] == tokens and params["share"] == 0.9
+    # current vLLM's default share, 0.92 (its engine arguments' documentation; 0.9 before)
+    assert params["log_tokens"] == params["calc_tokens"] == tokens and params["share"] == 0.92
     found, advice = lines(read(f"GPU KV cache size: {tokens:,} tokens"), comparison, "en")
     assert any(f"{tokens:,} tokens" in line and "your settings are the defaults" in line for line in found)
     assert advice
@@ -242,9 +245,11 @@ def test_oom_message_goes_to_its_reader():
     evidence = read(sample("oom-legacy.txt"))
     assert evidence.kind == "oom-message"
     assert evidence.figures["requested"] == round(5.74 * GIB) and evidence.figures["total"] == round(5.50 * GIB)
-    assert [c["code"] for c in evidence.causes][:1] == ["huge_request"]
+    # the reader's main verdict first (5.74 GiB asked of a 5.50 GiB card: too big), then the
+    # cause that says which tensor it is (a request of at least a quarter of the card)
+    assert [c["code"] for c in evidence.causes] == ["too_big", "huge_request"]
     _, advice = lines(evidence, compare(evidence, Case()), "fr")
-    assert advice and advice[0].startswith("**Un tenseur énorme.**")
+    assert [line.split("**")[1] for line in advice[:2]] == ["Le travail ne tient pas.", "Un tenseur énorme."]
 
 
 def test_figures_are_written_in_the_readers_units():

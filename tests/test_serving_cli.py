@@ -82,4 +82,4 @@ def test_bad_input_is_one_line_and_exit_code_2(args):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     if "4097" in args:
-        assert "4096 positions" in lines[0]
+        assert "4,096 positions" in lines[0]

@@ -24,6 +24,9 @@ def register(commands, shared) -> None:
     p.add_argument("--context", type=int, default=None,
                    help="tokens per request, when the log does not state max_model_len")
     p.add_argument("--tensor", type=int, default=None, help="tensor-parallel size, when the log does not state it")
+    p.add_argument("--engine-version", default=None,
+                   help="vLLM's accounting the log was written by: 0.19 for a log older than the current one "
+                        "(CUDA graphs outside the share); default: the current accounting")
 
 
 def read_input(path: str) -> str:
@@ -52,7 +55,8 @@ def answer(args):
     text = getattr(args, "text", None)  # the MCP tool passes the text itself, never a path
     evidence = read(read_input(args.file) if text is None else text, args.kind)
     model = resolve_model(args) if args.model else None
-    case = Case(model=model, card=find_gpu(args.gpu), dtype=args.dtype, context=args.context, tensor=args.tensor)
+    case = Case(model=model, card=find_gpu(args.gpu), dtype=args.dtype, context=args.context, tensor=args.tensor,
+                engine_version=args.engine_version)
     return evidence, compare(evidence, case)
 
 
