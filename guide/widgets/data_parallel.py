@@ -41,7 +41,7 @@ def paste_answer(inputs, answer, samples: int, per_node: int, network: str, trai
     typed, nodes = inputs.model.key or inputs.model.name, answer.figures["nodes"]
     argv = [typed, "--gpu", inputs.card.key, "--samples", str(samples), "--tokens", str(inputs.prompt),
             "--gpus-per-node", str(per_node), "--nodes", str(nodes), "--network", network,
-            "--dtype", answer.assumed("compute_dtype")["dtype"]] + (["--training"] if training else [])
+            "--dtype", inputs.dtype] + (["--training"] if training else [])
     data = data_parallel_json(inputs.model, inputs.card, answer, samples, inputs.prompt, per_node, network)
     return answer_of("data-parallel", data, tuple(argv), typed)
 
