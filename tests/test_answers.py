@@ -16,7 +16,7 @@ import pytest
 
 from calculator.answers import ANSWERING
 from calculator.typography import NNBSP
-from calculator.units import format_bytes, format_count
+from calculator.units import format_bytes, format_count, format_number
 from tests.apptest import open_page
 from tests.conftest import ROOT
 
@@ -28,6 +28,10 @@ CASES = {
     "quantize": ["llama-3-8b", "--gpu", "rtx4090"],
     "llama-cpp": ["llama-3-8b", "--gpu", "rtx4090", "--context", "16384"],
     "offload": ["llama-3-8b", "--gpu", "rtx4090"],
+    "tensor-parallel": ["llama-3-8b", "--degree", "2", "--gpu", "l4"],
+    "pipeline": ["llama-3-8b", "--gpus", "2", "--gpu", "rtx4090", "--micro-batches", "8"],
+    "data-parallel": ["llama-3-8b", "--gpu", "h100", "--samples", "5000", "--training", "--nodes", "2"],
+    "speed": ["llama-3-8b", "--gpu", "h100"],
 }
 # The figure of each answer's verdict sentence: (JSON path, how the answer writes it)
 VERDICT_FIGURE = {
@@ -35,6 +39,9 @@ VERDICT_FIGURE = {
     "train": (("total_bytes",), format_bytes), "serve": (("kv_tokens",), format_count),
     "quantize": (("rows", 0, "total_bytes"), format_bytes), "llama-cpp": (("gpu_bytes",), format_bytes),
     "offload": (("gpu_bytes",), format_bytes),
+    "tensor-parallel": (("per_gpu_bytes",), format_bytes), "pipeline": (("largest_bytes",), format_bytes),
+    "data-parallel": (("speedup",), lambda value, lang="en": format_number(value, 2, lang)),
+    "speed": (("largest_batch", "bfloat16"), format_count),
 }
 
 

@@ -46,9 +46,15 @@ def metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
 
+def any_section(answer: str) -> str:
+    """The answer with its link's section left out: the page links to the section the reader
+    is on, the CLI to the command's own."""
+    return re.sub(r"(http://localhost:8501)/[a-z-]+\?(\S*)#[a-z-]+", r"\1/?\2", answer).strip()
+
+
 def check_same_as_cli(answer: str, lang: str) -> str:
     line = re.findall(r"```bash\n(.*?)\n```", answer, re.S)[-1]
-    assert cli_markdown(line, lang).strip() == answer.strip()  # the page's answer is the command's, word for word
+    assert any_section(cli_markdown(line, lang)) == any_section(answer)  # the command's answer, word for word
     assert f"lang={lang}" in answer and "model=llama-3-8b" in answer and "gpu=rtx4090" in answer
     return plain(answer.split("\n\n")[0])
 
@@ -95,3 +101,18 @@ def test_fine_tuning_answer(lang):
     verdict = check_same_as_cli(page_answers(at)["train"], lang)
     assert plain(metric(at, text("training_memory.ours", lang))) in verdict
     assert "NVIDIA GeForce RTX 4090" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_oom_longest_context_answer(lang):
+    at = open_page("oom", lang, **CASE)
+    assert not at.exception
+    answer = page_answers(at)["inference"]
+    assert "/oom?" in answer and answer.count("#context-length") == 1  # the section the reader is on
+    verdict = check_same_as_cli(answer, lang)
+    tokens = re.search(r"\*\*\d+ [^*]*? ([\d  ,]+) tokens\*\*", verdict).group(1)  # the longest context
+    said = [plain(m.value) for m in list(at.success) + list(at.warning)]
+    assert any(tokens in message for message in said)  # the page's own longest context
+    breakdown = next(plain(m.value) for m in at.markdown if tokens in plain(m.value) and "KV" in m.value)
+    sizes = re.findall(r"\d[\d ,.]* (?:GiB|MiB|Gio|Mio)", breakdown)
+    assert len(sizes) == 3 and all(size in verdict for size in sizes)  # weights, KV cache, activations at that context
