@@ -138,7 +138,7 @@ def test_estimator_and_llama_cpp_answers_match_their_tables():
     assert f"**{table['Total (weights)'][0]}** in {table['Precision'][0]}" in answer
     assert "python -m calculator estimate gpt2 --dtypes" in answer and "/estimator?lang=en&model=gpt2" in answer
     at = open_page("cpu-offloading", "fr", model="llama-3.1-8b", gpu="h100")
-    answer = next(c.value for c in at.code if c.language == "markdown")
+    answer = next(c.value for c in at.code if c.language == "markdown" and "calculator llama-cpp" in c.value)
     on_gpu = next(m.value for m in at.metric if m.label == "Sur le GPU")
     assert plain(on_gpu) in plain(answer.split("\n\n")[0])
     assert "/cpu-offloading?lang=fr&model=llama-3.1-8b&gpu=h100" in answer and answer.rstrip().endswith("```")

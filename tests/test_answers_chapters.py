@@ -116,3 +116,14 @@ def test_oom_longest_context_answer(lang):
     breakdown = next(plain(m.value) for m in at.markdown if tokens in plain(m.value) and "KV" in m.value)
     sizes = re.findall(r"\d[\d ,.]* (?:GiB|MiB|Gio|Mio)", breakdown)
     assert len(sizes) == 3 and all(size in verdict for size in sizes)  # weights, KV cache, activations at that context
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_cpu_offloading_device_map_answer(lang):
+    at = open_page("cpu-offloading", lang, model="llama-3-8b", gpu="rtx4090", om_gpu_gib="8")
+    assert not at.exception
+    answer = page_answers(at)["offload"]
+    assert "--gpu-memory 8GiB" in answer and "device_map" in answer  # the reader's budget, the loading code
+    verdict = check_same_as_cli(answer, lang)
+    for key in ("on_gpus", "cpu_needed", "on_disk"):
+        assert plain(metric(at, text(f"offload.{key}", lang))) in verdict
