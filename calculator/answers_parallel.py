@@ -42,6 +42,23 @@ def data_parallel_json(model, card, answer, samples: int, tokens: int, gpus_per_
             "assumptions": [a.to_json() for a in answer.assumptions]}
 
 
+def speed_json(model, card, dtypes: list[str], work, batches) -> dict:
+    """`speed --json` (without --measured): per precision and batch, the peak, its verdict and
+    the roofline speed of the workload `work`, with the largest batch that fits."""
+    from .budget import Budget
+    from .verdicts import speed_answer
+
+    answers = {dtype: speed_answer(model, card, dtype, work, batches) for dtype in dtypes}
+    rows = [{**row, "fits": row["verdict"] == "fits"} for answer in answers.values() for row in answer.figures["rows"]]
+    budget = Budget(card)
+    return {"model": model.name, "gpu": card.key, "gpu_memory_bytes": card.memory_bytes,
+            "usable_bytes": budget.usable_bytes, "headroom_bytes": budget.headroom_bytes, "dtypes": list(dtypes),
+            "workload": work.workload, "prompt": work.prompt, "new_tokens": work.new_tokens,
+            "encoder_tokens": work.encoder_tokens, "sequence": work.prompt if not work.generates else None,
+            "largest_batch": {dtype: answer.figures["largest_batch"] for dtype, answer in answers.items()},
+            "rows": rows, "assumptions": [a.to_json() for a in next(iter(answers.values())).assumptions]}
+
+
 # ---------------------------------------------------------------- builders, one per command
 
 def _milliseconds(links: dict) -> list[tuple[str, float]]:

@@ -127,3 +127,18 @@ def test_cpu_offloading_device_map_answer(lang):
     verdict = check_same_as_cli(answer, lang)
     for key in ("on_gpus", "cpu_needed", "on_disk"):
         assert plain(metric(at, text(f"offload.{key}", lang))) in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_slow_model_batch_size_answer(lang):
+    at = open_page("slow-model", lang, **CASE)
+    assert not at.exception
+    verdict = check_same_as_cli(page_answers(at)["speed"], lang)
+    column = text("batch_size.col_throughput", lang)
+    batch, per_token = text("batch_size.col_batch", lang), text("batch_size.col_tpot", lang)
+    table = next(frame.value for frame in at.dataframe if per_token in frame.value and batch in frame.value)
+    fitting = table[table[text("batch_size.col_fits", lang)] == "✓"]
+    best = fitting.iloc[fitting[batch].astype(int).argmax()]  # the largest batch that fits
+    assert f"**{plain(best[column])} tokens/s**" in verdict
+    assert f"{plain(best[per_token])} ms" in verdict
+    assert f"**{best[batch]}**" in verdict
