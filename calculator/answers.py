@@ -190,7 +190,7 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
                "kv_dtype": data["kv_dtype"], "context": data["context"]}
     line = vllm_command(data["model"], **options) if data["engine"] == "vllm" else sglang_command(data["model"], **options)
     advice = [("do_serve_flags", {})]
-    best = next((lay for lay in data.get("layouts", []) if lay["gpus"]), None)
+    best = data.get("best_layout")  # the engine's fewest GPUs (serving_plan.Plan.best_layout), not the first layout
     if data["verdict"] != "fits" and best:
         advice.insert(0, ("do_serve_layout", {"gpus": best["gpus"], "tensor": best["tensor"],
                                               "gpu": figures["gpu"]}))

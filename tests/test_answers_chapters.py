@@ -142,3 +142,17 @@ def test_slow_model_batch_size_answer(lang):
     assert f"**{plain(best[column])} tokens/s**" in verdict
     assert f"{plain(best[per_token])} ms" in verdict
     assert f"**{best[batch]}**" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_serving_fewest_gpus_answer(lang):
+    at = open_page("serving", lang, model="llama-3-8b", gpu="rtx4090", users="64", context="8192")
+    assert not at.exception
+    answer = next(block.value for block in at.code if block.language == "markdown" and "--users 64" in block.value)
+    verdict = check_same_as_cli(answer, lang)
+    assert "64" in verdict and "NVIDIA GeForce RTX 4090" in verdict
+    column = text("serving.col_gpus", lang)
+    table = next(frame.value for frame in at.dataframe if column in frame.value)
+    fewest = min(int(plain(v).replace(" ", "").replace(",", "")) for v in table[column] if plain(v)[0].isdigit())
+    advice = plain(answer).split("\n\n")[2]  # what to do: the page's fewest GPUs
+    assert f"{fewest} × NVIDIA GeForce RTX 4090" in advice and fewest > 1
