@@ -107,8 +107,8 @@ def test_fine_tuning_answer(lang):
 def test_oom_longest_context_answer(lang):
     at = open_page("oom", lang, **CASE)
     assert not at.exception
-    answer = page_answers(at)["inference"]
-    assert "/oom?" in answer and answer.count("#context-length") == 1  # the section the reader is on
+    answer = next(block.value for block in at.code if block.language == "markdown" and "#context-length" in block.value)
+    assert "/oom?" in answer  # the section the reader is on
     verdict = check_same_as_cli(answer, lang)
     tokens = re.search(r"\*\*\d+ [^*]*? ([\d  ,]+) tokens\*\*", verdict).group(1)  # the longest context
     said = [plain(m.value) for m in list(at.success) + list(at.warning)]
@@ -156,3 +156,15 @@ def test_serving_fewest_gpus_answer(lang):
     fewest = min(int(plain(v).replace(" ", "").replace(",", "")) for v in table[column] if plain(v)[0].isdigit())
     advice = plain(answer).split("\n\n")[2]  # what to do: the page's fewest GPUs
     assert f"{fewest} × NVIDIA GeForce RTX 4090" in advice and fewest > 1
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_oom_largest_batch_answer(lang):
+    at = open_page("oom", lang, model="llama-3-8b", gpu="rtx4090", lb_longest="8192")
+    assert not at.exception
+    answer = next(block.value for block in at.code if block.language == "markdown" and "#batch-size" in block.value)
+    verdict = check_same_as_cli(answer, lang)
+    from calculator.units import format_count
+
+    shown = plain(metric(at, text("largest_batch.metric_longest", lang, tokens=format_count(8192, lang))))
+    assert f"**{shown} " in verdict and f" {plain(format_count(8192, lang))} tokens**" in verdict

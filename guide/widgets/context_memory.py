@@ -13,7 +13,7 @@ from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.widgets.common import case_inputs, readings_row
-from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
+from guide.widgets.inference_inputs import attention_picker, inference_answer, kv_dtype_picker, mode_picker, moment
 
 POINTS = 60
 COLORS = ("#5b7db1", "#9ecae1", "#ff9f40")  # weights, cache, activations; the capacity line is red
@@ -38,22 +38,6 @@ def answer_for(inputs, attention: str = "sdpa", mode: str | None = None, kv_dtyp
     """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
     return largest_context_answer(inputs.model, inputs.card, inputs.batch, dtype=inputs.dtype, kv_dtype=kv_dtype,
                                   attention=attention, mode=mode)
-
-
-def paste_answer(inputs, context: int, options: dict):
-    """The inference command's answer at the longest context that fits (the core of
-    `inference --json`, answers_inference): its peak, parts and verdict at that context."""
-    from calculator.answers import answer_for as answer_of
-    from calculator.answers_inference import inference_json
-    from calculator.workloads import default_workload
-
-    typed, model = inputs.model.key or inputs.model.name, inputs.model
-    argv = [typed, "--batch", str(inputs.batch), "--context", str(context), "--dtype", options["dtype"],
-            "--attention", options["attention"], "--mode", options["mode"], "--gpu", inputs.card.key]
-    argv += ["--kv-dtype", options["kv_dtype"]] if options["kv_dtype"] else []
-    data = inference_json(model, inputs.card, inputs.batch, {"context": context}, options,
-                          default_workload(model.spec))
-    return answer_of("inference", data, tuple(argv), typed)
 
 
 def render(ctx: Context) -> None:
@@ -90,7 +74,7 @@ def render(ctx: Context) -> None:
         st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
     _verdict(ctx, model, gpu, batch, answer, span, memories[0], options, capacity)
     if answer.figures["largest_context"]:
-        answer_with(ctx, paste_answer(inputs, answer.figures["largest_context"], options))
+        answer_with(ctx, inference_answer(model, gpu, batch, answer.figures["largest_context"], options))
 
 
 def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, options: dict, budget) -> None:
