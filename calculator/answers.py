@@ -19,7 +19,8 @@ from urllib.parse import urlencode
 from .messages import text
 from .units import format_bytes, format_count, format_number
 
-ANSWERING = ("estimate", "inference", "train", "serve", "quantize", "llama-cpp", "offload")
+ANSWERING = ("estimate", "inference", "train", "serve", "quantize", "llama-cpp", "offload", "tensor-parallel", "pipeline",
+             "data-parallel", "speed")
 DEFAULT_GUIDE_URL = "http://localhost:8501"
 
 
@@ -35,7 +36,20 @@ class Answer:
     figures: dict = field(default_factory=dict)  # every figure the answer shows, for tests and tools
 
 
+def _duration(seconds: float, lang: str) -> str:
+    """A duration as the pages write it: seconds, then minutes, then hours."""
+    if seconds < 120:
+        return text("common.seconds", lang, n=format_number(seconds, 1, lang))
+    if seconds < 7200:
+        return text("common.minutes", lang, n=format_number(seconds / 60, 1, lang))
+    return text("common.hours", lang, n=format_number(seconds / 3600, 1, lang))
+
+
 def _shown(key: str, value: object, lang: str) -> str:
+    if key.endswith("_duration"):
+        return _duration(value, lang)
+    if isinstance(value, list) and key.endswith("_ms"):  # (link, milliseconds) pairs
+        return ", ".join(f"{name} {format_number(ms, 2, lang)} ms" for name, ms in value)
     if isinstance(value, list):  # (name, bytes) pairs: "bfloat16 14.96 GiB, bnb-int8 8.46 GiB"
         return ", ".join(f"{name} {format_bytes(size, lang)}" for name, size in value)
     if isinstance(value, bool) or value is None:
@@ -176,7 +190,7 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
                "kv_dtype": data["kv_dtype"], "context": data["context"]}
     line = vllm_command(data["model"], **options) if data["engine"] == "vllm" else sglang_command(data["model"], **options)
     advice = [("do_serve_flags", {})]
-    best = next((lay for lay in data.get("layouts", []) if lay["gpus"]), None)
+    best = data.get("best_layout")  # the engine's fewest GPUs (serving_plan.Plan.best_layout), not the first layout
     if data["verdict"] != "fits" and best:
         advice.insert(0, ("do_serve_layout", {"gpus": best["gpus"], "tensor": best["tensor"],
                                               "gpu": figures["gpu"]}))
@@ -231,10 +245,18 @@ BUILDERS = {"estimate": estimate, "inference": inference, "train": train, "serve
             "llama-cpp": llama_cpp, "offload": offload}
 
 
+def _builder(command: str):
+    if command not in BUILDERS:  # the time and parallelism commands (answers_parallel imports this module)
+        from .answers_parallel import BUILDERS as MORE
+
+        BUILDERS.update(MORE)
+    return BUILDERS[command]
+
+
 def answer_for(command: str, data: dict, argv: tuple[str, ...], typed: str | None = None) -> Answer:
     """The answer to what `command` returned; the link names the model as it was asked for
     (`typed`: a catalog name stays a catalog name)."""
-    answer = BUILDERS[command](data, tuple(argv))
+    answer = _builder(command)(data, tuple(argv))
     slug, anchor, case = answer.link
     if typed:
         case = tuple((k, typed if k == "model" else v) for k, v in case)

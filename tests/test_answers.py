@@ -16,7 +16,7 @@ import pytest
 
 from calculator.answers import ANSWERING
 from calculator.typography import NNBSP
-from calculator.units import format_bytes, format_count
+from calculator.units import format_bytes, format_count, format_number
 from tests.apptest import open_page
 from tests.conftest import ROOT
 
@@ -28,6 +28,10 @@ CASES = {
     "quantize": ["llama-3-8b", "--gpu", "rtx4090"],
     "llama-cpp": ["llama-3-8b", "--gpu", "rtx4090", "--context", "16384"],
     "offload": ["llama-3-8b", "--gpu", "rtx4090"],
+    "tensor-parallel": ["llama-3-8b", "--degree", "2", "--gpu", "l4"],
+    "pipeline": ["llama-3-8b", "--gpus", "2", "--gpu", "rtx4090", "--micro-batches", "8"],
+    "data-parallel": ["llama-3-8b", "--gpu", "h100", "--samples", "5000", "--training", "--nodes", "2"],
+    "speed": ["llama-3-8b", "--gpu", "h100"],
 }
 # The figure of each answer's verdict sentence: (JSON path, how the answer writes it)
 VERDICT_FIGURE = {
@@ -35,6 +39,9 @@ VERDICT_FIGURE = {
     "train": (("total_bytes",), format_bytes), "serve": (("kv_tokens",), format_count),
     "quantize": (("rows", 0, "total_bytes"), format_bytes), "llama-cpp": (("gpu_bytes",), format_bytes),
     "offload": (("gpu_bytes",), format_bytes),
+    "tensor-parallel": (("per_gpu_bytes",), format_bytes), "pipeline": (("largest_bytes",), format_bytes),
+    "data-parallel": (("speedup",), lambda value, lang="en": format_number(value, 2, lang)),
+    "speed": (("largest_batch", "bfloat16"), format_count),
 }
 
 
@@ -83,7 +90,7 @@ def test_answers_state_the_verdict_of_the_engine():
                           "--json").stdout)
     assert data["max_concurrent_sequences"] < 64 and not data["fits"]  # 54 sequences of 8,192 tokens
     assert "64 user(s) do **not fit**" in serve and "vllm serve meta-llama/Llama-3.1-8B" in serve
-    best = next(lay for lay in data["layouts"] if lay["gpus"])
+    best = min((lay for lay in data["layouts"] if lay["gpus"]), key=lambda lay: lay["gpus"])
     assert f"Fewest GPUs for these users: {best['gpus']} × NVIDIA H100 SXM" in serve
     assert "32 user(s) **fit**" in cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--users", "32",
                                        "--markdown").stdout
@@ -102,7 +109,7 @@ def test_markdown_refusals_are_one_line():
 def test_copy_as_answer_shows_the_pages_figures(lang):
     at = open_page("serving", lang, model="llama-3.1-8b", gpu="h100")
     assert not at.exception
-    answers = [c.value for c in at.code if c.language == "markdown"]
+    answers = [c.value for c in at.code if c.language == "markdown" and "--users" not in c.value]
     assert len(answers) == 1  # the serving-memory calculator's
     metrics = {}
     for metric in at.metric:  # the first of each label: the serving-memory calculator opens the chapter
@@ -131,7 +138,7 @@ def test_estimator_and_llama_cpp_answers_match_their_tables():
     assert f"**{table['Total (weights)'][0]}** in {table['Precision'][0]}" in answer
     assert "python -m calculator estimate gpt2 --dtypes" in answer and "/estimator?lang=en&model=gpt2" in answer
     at = open_page("cpu-offloading", "fr", model="llama-3.1-8b", gpu="h100")
-    answer = next(c.value for c in at.code if c.language == "markdown")
+    answer = next(c.value for c in at.code if c.language == "markdown" and "calculator llama-cpp" in c.value)
     on_gpu = next(m.value for m in at.metric if m.label == "Sur le GPU")
     assert plain(on_gpu) in plain(answer.split("\n\n")[0])
     assert "/cpu-offloading?lang=fr&model=llama-3.1-8b&gpu=h100" in answer and answer.rstrip().endswith("```")

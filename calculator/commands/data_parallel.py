@@ -45,8 +45,9 @@ def run(args) -> int:
     work = shape(model.spec, workload, prompt=args.tokens, new_tokens=args.new_tokens, sequence=args.tokens)
     answer = data_parallel_answer(model, card, args.samples, args.tokens, args.gpus_per_node, args.nodes,
                                   args.network, args.training, dtype, work=work)
-    figures = {k: v for k, v in answer.figures.items() if k != "seconds_by_gpus"}
-    result = {"model": model.name, "gpu": card.key, **figures, "assumptions": [a.to_json() for a in answer.assumptions]}
+    from ..answers_parallel import data_parallel_json
+
+    result = data_parallel_json(model, card, answer, args.samples, args.tokens, args.gpus_per_node, args.network)
     if args.json:
         print_json(result)
         return 0

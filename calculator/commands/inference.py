@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..precision import DTYPES
 from ..units import format_bytes
-from ._common import (add_command, budget_for, find_gpu, print_json, readings_json, readings_lines, render_table,
+from ._common import (add_command, budget_for, find_gpu, print_json, readings_lines, render_table,
                       resolve_model)
 
 
@@ -49,7 +49,6 @@ def register(commands, shared) -> None:
 def run(args) -> int:
     from ..budget import readings_of
     from ..inference import inference_memory
-    from ..verdicts import largest_batch_answer, largest_context_answer
 
     from ..errors import CalculatorError
 
@@ -60,22 +59,11 @@ def run(args) -> int:
     workload, length, mode = _lengths(args, model.spec)
     options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": mode,
                "cache": args.cache, "bnb_compute_dtype": args.compute_dtype}
+    from ..answers_inference import inference_json
+
     memory = inference_memory(model.summary, model.spec, args.batch, **length, **options)
-    budget = budget_for(card)
-    readings = readings_of(memory, budget)
-    result = {"model": model.name, "source": model.source, "workload": workload, **memory.to_json(),
-              **readings_json(readings),
-              "max_positions": model.spec.max_positions}
-    if card:
-        by_context = {**options, **({"encoder_tokens": length["encoder_tokens"]} if "encoder_tokens" in length else {})}
-        batch = largest_batch_answer(model, card, length, **options)
-        context = largest_context_answer(model, card, args.batch, work=_work(workload, length, mode), **by_context)
-        result.update(gpu=card.key, gpu_memory_bytes=card.memory_bytes, total_memory_bytes=card.total_bytes,
-                      context_bytes=card.context_bytes,
-                      largest_batch=batch.figures["largest_batch"], largest_batch_tight=batch.figures["largest_batch_tight"],
-                      largest_context=context.figures["largest_context"],
-                      largest_context_tight=context.figures["largest_context_tight"],
-                      assumptions=[a.to_json() for a in batch.assumptions + context.assumptions])
+    readings = readings_of(memory, budget_for(card))
+    result = inference_json(model, card, args.batch, length, options, workload, work=_work(workload, length, mode))
     if args.measured is not None:
         result["measured"] = _measured(args, model, card, workload, memory)
     if args.json:

@@ -45,11 +45,12 @@ def run(args) -> int:
     plan, architecture = plan_config(json.dumps(resolved.config, sort_keys=True), [gpu_budget] * args.gpus,
                                      cpu_budget, dtype, args.quantization)
     cost = forward_cost(plan, card)
-    code = snippet(resolved.load_id or resolved.name, architecture, plan)
     if args.json:
-        print_json({"model": resolved.load_id, "gpu": card.key, "gpu_budget": gpu_budget, "gpus": args.gpus,
-                    **plan.to_json(), "cost": cost.to_json(), "snippet": code})
+        from ..answers_offload import offload_json
+
+        print_json(offload_json(resolved, card, gpu_budget, args.gpus, plan, cost))
         return 0
+    code = snippet(resolved.load_id or resolved.name, architecture, plan)
     quant = "" if plan.quantization == "none" else f" + {plan.quantization} on the GPU"
     print(f"Model: {resolved.load_id or resolved.name}   {dtype}{quant}   "
           f"whole model in this format: {format_bytes(plan.all_on_gpu_bytes)}")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ..precision import DTYPES
 from ..units import format_bytes
-from ._common import (VERDICT_MARKS, add_command, find_gpu, print_json, render_table, resolve_model, verdict_json,
-                      verdict_line)
+from ._common import VERDICT_MARKS, add_command, find_gpu, print_json, render_table, resolve_model, verdict_line
 
 
 def register(commands, shared) -> None:
@@ -31,10 +30,9 @@ def run(args) -> int:
     total = model.summary.total_bytes_at(dtype)
     copy = tied_head_copy_bytes(model.summary, model.spec, dtype)
     if args.json:
-        print_json({"model": model.name, "dtype": dtype, "gpus": args.gpus, "total_bytes": total,
-                    "stages": [s.to_json() for s in stages], "tied_head_copy_bytes": copy,
-                    "micro_batches": args.micro_batches, "bubble_fraction": bubble,
-                    "gpu": card.key if card else None, **verdict_json(answer)})
+        from ..answers_parallel import pipeline_json
+
+        print_json(pipeline_json(model, card, dtype, args.gpus, answer, args.micro_batches))
         return 0
     print(f"Model: {model.name}   {dtype}   total {format_bytes(total)} over {args.gpus} GPU(s)")
     marks = answer.figures.get("per_gpu_verdicts") or [None] * len(stages)

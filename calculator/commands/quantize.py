@@ -47,16 +47,10 @@ def run(args) -> int:
     peaks = {row["format"]: row for row in answer.figures["formats"]} if answer else {}
     shipped = shipped_format(model.config)
     if args.json:
-        data = {"model": model.name, "parameters": model.summary.parameters, "group_size": args.group_size,
-                "shipped": shipped,
-                "gpu": card.key if card else None, "gpu_memory_bytes": card.memory_bytes if card else None,
-                "rows": [{**r.to_json(), **_loaders(support_of(r.format)),
-                          **(_verdict_json(peaks[r.format]) if card else {})} for r in results]}
-        if answer:
-            data.update(batch=args.batch, prompt=args.prompt, new_tokens=args.new_tokens, workload=work.workload,
-                        usable_bytes=answer.figures["usable_bytes"], headroom_bytes=answer.figures["headroom_bytes"],
-                        verdict=answer.verdict, fitting=answer.figures["fitting"],
-                        assumptions=[a.to_json() for a in answer.assumptions])
+        from ..answers_formats import quantize_json
+
+        data = quantize_json(model, card, args.group_size, results, answer, args.batch, args.prompt, args.new_tokens,
+                             workload=work.workload if work is not None else None)
         print_json(data)
         return 0
     print(f"Model: {model.name}   parameters: {format_count(model.summary.parameters)}   GPTQ/AWQ group: {args.group_size}"
@@ -84,11 +78,6 @@ def run(args) -> int:
     return 0
 
 
-def _verdict_json(row: dict) -> dict:
-    return {"peak_bytes": row["peak_bytes"], "reserved_bytes": row["reserved_bytes"], "verdict": row["verdict"],
-            "fits": row["verdict"] == "fits"}
-
-
 # What `native` means for the transformers column (calculator/format_support.py).
 _CONDITIONS = {"always": "", "cc89": " (cc8.9)", "gpt_oss_cc75": " (gpt-oss, cc7.5)",
                "never_prequantized": " (on load only)", "gguf_kernel": " (where it has a kernel)"}
@@ -96,11 +85,6 @@ _CONDITIONS = {"always": "", "cc89": " (cc8.9)", "gpt_oss_cc75": " (gpt-oss, cc7
 
 def _transformers_cell(support) -> str:
     return (support.transformers + _CONDITIONS[support.native]) if support.transformers else "yes"
-
-
-def _loaders(support) -> dict:
-    return {"transformers": support.transformers or None, "transformers_native": support.native,
-            "engines": list(support.engines)}
 
 
 def _work(args, spec):

@@ -49,7 +49,6 @@ def run(args) -> int:
     from ..errors import CalculatorError
     from ..inference import check_sizes
     from ..precision import normalize_dtype
-    from ..verdicts import speed_answer
     from ..workload_speed import against_ceiling, check_measured, workload_speed
     from ..workloads import shape
 
@@ -69,16 +68,10 @@ def run(args) -> int:
     dtypes = [normalize_dtype(d) for d in args.dtypes]
     for b in args.batches:
         check_sizes(b, work.prompt + work.new_tokens)
-    answers = {dtype: speed_answer(model, card, dtype, work, args.batches) for dtype in dtypes}
-    rows = [{**row, "fits": row["verdict"] == "fits"} for answer in answers.values() for row in answer.figures["rows"]]
-    largest = {dtype: answer.figures["largest_batch"] for dtype, answer in answers.items()}
-    budget = Budget(card)
-    result = {"model": model.name, "gpu": card.key, "gpu_memory_bytes": card.memory_bytes,
-              "usable_bytes": budget.usable_bytes, "headroom_bytes": budget.headroom_bytes, "dtypes": dtypes,
-              "workload": workload, "prompt": work.prompt, "new_tokens": work.new_tokens,
-              "encoder_tokens": work.encoder_tokens, "sequence": work.prompt if not work.generates else None,
-              "largest_batch": largest, "rows": rows,
-              "assumptions": [a.to_json() for a in next(iter(answers.values())).assumptions]}
+    from ..answers_parallel import speed_json
+
+    result = speed_json(model, card, dtypes, work, args.batches)
+    rows, largest, budget = result["rows"], result["largest_batch"], Budget(card)
     if args.measured is not None:
         first = workload_speed(model.summary, model.spec, card, dtypes[0], args.batches[0], work)
         result["measured"] = {"dtype": dtypes[0], "batch": args.batches[0], "unit": first.unit,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..precision import DTYPES
 from ..units import format_bytes
-from ._common import add_command, find_gpu, print_json, render_table, resolve_model, verdict_json, verdict_line
+from ._common import add_command, find_gpu, print_json, render_table, resolve_model, verdict_line
 
 
 def register(commands, shared) -> None:
@@ -30,8 +30,9 @@ def run(args) -> int:
     result = answer.detail
     links = {name: communication_seconds(result, gbs) for name, gbs in links_for(card).items()}
     if args.json:
-        print_json({"model": model.name, "gpu": card.key, "tokens": args.tokens, **result.to_json(),
-                    "communication_seconds": links, **verdict_json(answer)})
+        from ..answers_parallel import tensor_parallel_json
+
+        print_json(tensor_parallel_json(model, card, args.tokens, answer))
         return 0
     print(f"Model: {model.name}   {dtype}   degree {result.degree}   per GPU {format_bytes(result.per_gpu_bytes)} "
           f"(of which {format_bytes(result.replicated_bytes)} held whole by every GPU), whole model {format_bytes(result.total_bytes)}")

@@ -7,7 +7,7 @@ side by side."""
 from __future__ import annotations
 
 from ..units import format_count
-from ._common import (add_command, budget_for, find_gpu, platform_gpus, print_json, readings_json, readings_lines,
+from ._common import (add_command, budget_for, find_gpu, platform_gpus, print_json, readings_lines,
                       render_table, resolve_model, sizer)
 
 
@@ -59,7 +59,7 @@ def run(args) -> int:
 
     from ..budget import readings_of
     from ..training import (STRATEGIES, Layout, TrainingSetup, activation_model, compare_methods, fewest_gpus,
-                            kbit_upcast_bytes, korthikanti_layer_bytes, rule_of_thumb_bytes, rule_of_thumb_split,
+                            korthikanti_layer_bytes, rule_of_thumb_split,
                             training_memory)
 
     from ..verdicts import default_checkpointing, largest_micro_batch_answer
@@ -77,26 +77,18 @@ def run(args) -> int:
                     accounting=args.accounting)
     model = resolve_model(args)
     traits = model.traits
-    memory = training_memory(model.summary, model.spec, setup, layout, traits)
+    from ..answers_training import train_json
+
+    answer = largest_micro_batch_answer(model, card, setup, layout) if card is not None else None
+    result = train_json(model, card, setup, layout, answer)
+    memory = answer.detail if answer is not None else training_memory(model.summary, model.spec, setup, layout, traits)
     layer = activation_model(model.summary, model.spec, traits, setup, layout.tensor, layout.sequence_parallel)
     korthikanti = korthikanti_layer_bytes(setup.micro_batch, setup.sequence, model.spec.hidden, model.spec.heads)
-    result = {"model": model.name, "source": model.source, **memory.to_json(),
-              "rule_of_thumb_bytes": rule_of_thumb_bytes(model.summary.parameters),
-              "kbit_upcast_expert_bytes": kbit_upcast_bytes(model.summary, model.spec, setup),
-              "setup": {k: v for k, v in setup.__dict__.items() if k != "device"},
-              "layout": {**layout.__dict__, "data": layout.data}}
     budget = budget_for(card)
     readings = readings_of(memory, budget)
-    result.update(readings_json(readings))
     if card is not None:
-        answer = largest_micro_batch_answer(model, card, setup, layout)
-        result.update({"gpu": card.key, "gpu_memory_bytes": card.memory_bytes, "total_memory_bytes": card.total_bytes,
-                       "context_bytes": card.context_bytes,
-                       "largest_micro_batch": answer.figures["largest_micro_batch"],
-                       "largest_micro_batch_tight": answer.figures["largest_micro_batch_tight"],
-                       "assumptions": [a.to_json() for a in answer.assumptions],
-                       "fewest_gpus": [fewest_gpus(model.summary, model.spec, budget, strategy, setup,
-                                                   traits).to_json() for strategy in STRATEGIES]})
+        result["fewest_gpus"] = [fewest_gpus(model.summary, model.spec, budget, strategy, setup, traits).to_json()
+                                 for strategy in STRATEGIES]
     result.update({
         "peak_components": memory.peak_components(),
         "rule_of_thumb_split": rule_of_thumb_split(model.summary.parameters),

@@ -16,9 +16,8 @@ from calculator.workload_speed import workload_speed
 from calculator.workloads import shape
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.widgets.common import case_inputs, readings_row
-
 
 
 def batch_sizes(largest: int, chosen: int = 1) -> list[int]:
@@ -41,6 +40,18 @@ def answer_for(inputs):
     return largest_batch_answer(inputs.model, inputs.card, work_of(inputs).memory_lengths, dtype=inputs.dtype)
 
 
+def paste_answer(inputs, work, sizes: list[int]):
+    """The speed command's answer over the batch sizes this table shows (its JSON, as `speed --json` writes it)."""
+    from calculator.answers import answer_for as answer_of
+    from calculator.answers_parallel import speed_json
+
+    typed = inputs.model.key or inputs.model.name
+    argv = (typed, "--gpu", inputs.card.key, "--dtypes", inputs.dtype, "--workload", work.workload,
+            "--prompt", str(inputs.prompt), "--new-tokens", str(inputs.new_tokens), "--sequence", str(inputs.prompt),
+            "--batches", *map(str, sizes))
+    return answer_of("speed", speed_json(inputs.model, inputs.card, [inputs.dtype], work, sizes), argv, typed)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "bs_model", "gpu": "bs_gpu", "dtype": "bs_dtype", "prompt": "bs_prompt",
@@ -54,6 +65,7 @@ def render(ctx: Context) -> None:
     answer = answer_for(inputs)
     largest = answer.figures["largest_batch"]
     sizes = batch_sizes(largest, inputs.batch)
+    answer_with(ctx, paste_answer(inputs, work, sizes))
     memories = [inference_memory(model.summary, model.spec, b, dtype=dtype, **lengths) for b in sizes]
     fig = stacked_memory(
         [str(b) for b in sizes],

@@ -11,9 +11,9 @@ from calculator.inference import inference_memory
 from calculator.verdicts import largest_context_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.widgets.common import case_inputs, readings_row
-from guide.widgets.inference_inputs import attention_picker, kv_dtype_picker, mode_picker, moment
+from guide.widgets.inference_inputs import attention_picker, inference_answer, kv_dtype_picker, mode_picker, moment
 from guide.widgets.workload_inputs import length_unit, work_of, workload_note
 from calculator.workloads import length_of, lengths_at, varies
 
@@ -86,6 +86,8 @@ def render(ctx: Context) -> None:
     if shown < span:
         st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
     _verdict(ctx, model, gpu, batch, answer, span, memories[0], options, capacity, work)
+    if answer.figures["largest_context"] and work.workload == "generation":  # --context: a generation's tokens
+        answer_with(ctx, inference_answer(model, gpu, batch, answer.figures["largest_context"], options))
 
 
 def _lengths(work, length: int) -> dict:

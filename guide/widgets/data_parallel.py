@@ -11,7 +11,7 @@ from calculator.verdicts import data_parallel_answer
 from calculator.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_number
-from guide.widgets import Context, Param, Widget, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.widgets.common import case_inputs, tokens_input
 
 
@@ -34,6 +34,19 @@ def answer_for(inputs, samples: int, per_node: int, nodes: int, network: str, tr
                                 inputs.dtype, counts, work=work)
 
 
+def paste_answer(inputs, answer, samples: int, per_node: int, network: str, training: bool):
+    """The data-parallel command's answer for this calculation (its JSON, as `--json` writes it)."""
+    from calculator.answers import answer_for as answer_of
+    from calculator.answers_parallel import data_parallel_json
+
+    typed, nodes = inputs.model.key or inputs.model.name, answer.figures["nodes"]
+    argv = [typed, "--gpu", inputs.card.key, "--samples", str(samples), "--tokens", str(inputs.prompt),
+            "--gpus-per-node", str(per_node), "--nodes", str(nodes), "--network", network,
+            "--dtype", inputs.dtype] + (["--training"] if training else [])
+    data = data_parallel_json(inputs.model, inputs.card, answer, samples, inputs.prompt, per_node, network)
+    return answer_of("data-parallel", data, tuple(argv), typed)
+
+
 def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "dp_model", "gpu": "dp_gpu", "prompt": "dp_tokens"})
     gpu = inputs.card
@@ -49,6 +62,7 @@ def render(ctx: Context) -> None:
     labels = counts + [per_node * n for n in sorted({1, 2, 4, nodes})][1:]
     answer = answer_for(inputs, samples, per_node, nodes, network, training, labels)
     figures = answer.figures
+    answer_with(ctx, paste_answer(inputs, answer, samples, per_node, network, training))
     times = [figures["seconds_by_gpus"][k] for k in labels]
     single, final = figures["one_gpu_seconds"], figures["seconds"]
     if training:

@@ -15,7 +15,7 @@ from calculator.precision import FLOAT_DTYPES
 from calculator.verdicts import offload_limits
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.common import case_inputs, tokens_input, url_choice
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -42,6 +42,19 @@ def budget_input(ctx: Context, label: str, key: str, placeholder: str, high: int
     value = container.number_input(ctx.t(label), min_value=0, max_value=high, value=None, step=step, key=key,
                                    bind="query-params", placeholder=placeholder)
     return int(value) if value is not None else None
+
+
+def paste_answer(inputs, plan, cost, budget: int, gpus: int, gpu_gib: int | None, cpu_gib: int | None):
+    """The offload command's answer for this plan (its JSON, as `offload --json` writes it)."""
+    from calculator.answers import answer_for as answer_of
+    from calculator.answers_offload import offload_json
+
+    typed = inputs.model.key or inputs.model.name
+    argv = [typed, "--gpu", inputs.card.key, "--dtype", plan.dtype, "--quantization", plan.quantization,
+            "--gpus", str(gpus)]
+    argv += ["--gpu-memory", f"{gpu_gib}GiB"] if gpu_gib is not None else []
+    argv += ["--cpu-memory", f"{cpu_gib}GiB"] if cpu_gib is not None else []
+    return answer_of("offload", offload_json(inputs.model, inputs.card, budget, gpus, plan, cost), tuple(argv), typed)
 
 
 def render(ctx: Context) -> None:
@@ -78,6 +91,7 @@ def render(ctx: Context) -> None:
         show_error(ctx, error)
         return
     cost = forward_cost(plan, gpu)
+    answer_with(ctx, paste_answer(inputs, plan, cost, budget, gpus, gpu_gib, cpu_gib))
     _chart(ctx, plan)
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(ctx.t("offload.on_gpus"), format_bytes(plan.gpu_bytes, lang),

@@ -39,3 +39,19 @@ def kv_dtype_picker(ctx: Context, key: str, container=st) -> str | None:
 def moment(ctx: Context, name: str) -> str:
     """Where in the forward the peak comes, in words."""
     return ctx.t(f"oom.moment_{name}")
+
+
+def inference_answer(model, card, batch: int, context: int, options: dict):
+    """The inference command's answer for `batch` sequences of `context` tokens (the core of
+    `inference --json`, calculator/answers_inference.py): the out-of-memory chapter's
+    calculators answer with the run at the edge they found (longest context, largest batch)."""
+    from calculator.answers import answer_for
+    from calculator.answers_inference import inference_json
+    from calculator.workloads import default_workload
+
+    typed = model.key or model.name
+    argv = [typed, "--batch", str(batch), "--context", str(context), "--dtype", options["dtype"],
+            "--attention", options.get("attention", "sdpa"), "--mode", options["mode"], "--gpu", card.key]
+    argv += ["--kv-dtype", options["kv_dtype"]] if options.get("kv_dtype") else []
+    data = inference_json(model, card, batch, {"context": context}, options, default_workload(model.spec))
+    return answer_for("inference", data, tuple(argv), typed)

@@ -11,9 +11,9 @@ from calculator.inference import inference_memory
 from calculator.verdicts import largest_batch_answer
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.widgets.common import case_inputs, tokens_input
-from guide.widgets.inference_inputs import mode_picker
+from guide.widgets.inference_inputs import inference_answer, mode_picker
 from guide.widgets.workload_inputs import length_unit, work_of, workload_note
 from calculator.workloads import length_of, lengths_at, varies
 
@@ -70,6 +70,8 @@ def render(ctx: Context) -> None:
     fig.update_xaxes(type="category")
     base_layout(fig, ctx.t("largest_batch.x_axis"), ctx.t("largest_batch.y_axis"), lang, height=320)
     st.plotly_chart(fig, config={"displayModeBar": False}, key="lb_chart")
+    if at_longest and work.workload == "generation":  # the command's --context reads a generation's tokens
+        answer_with(ctx, inference_answer(model, gpu, at_longest, longest, options))
     if not at_longest:
         st.error(ctx.t("largest_batch.none_fits", tokens=format_count(longest, lang), gpu=gpu.name))
     elif typical < longest and at_typical > at_longest:

@@ -10,7 +10,7 @@ from calculator.quantization import storage_dtype
 from calculator.verdicts import pipeline_answer
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes
-from guide.widgets import Context, Param, Widget, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.widgets.common import case_inputs, tokens_input
 
 KINDS = ("embedding", "layers", "head", "other")
@@ -20,6 +20,16 @@ MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 def answer_for(inputs, gpus: int):
     """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
     return pipeline_answer(inputs.model, inputs.card, storage_dtype(inputs.dtype), gpus)
+
+
+def paste_answer(inputs, gpus: int, answer):
+    """The pipeline command's answer for this split (its JSON, as `pipeline --json` writes it)."""
+    from calculator.answers import answer_for as answer_of
+    from calculator.answers_parallel import pipeline_json
+
+    typed, dtype = inputs.model.key or inputs.model.name, storage_dtype(inputs.dtype)
+    argv = (typed, "--gpus", str(gpus), "--gpu", inputs.card.key, "--dtype", dtype)
+    return answer_of("pipeline", pipeline_json(inputs.model, inputs.card, dtype, gpus, answer), argv, typed)
 
 
 def render(ctx: Context) -> None:
@@ -33,6 +43,7 @@ def render(ctx: Context) -> None:
         gpus = units
     answer = answer_for(inputs, gpus)
     stages, usable = answer.detail, answer.figures["usable_bytes"]
+    answer_with(ctx, paste_answer(inputs, gpus, answer))
     labels = [ctx.t("parallelism.gpu_label", n=s.gpu) for s in stages]
     parts = {ctx.t(f"parallelism.kind_{kind}"): [s.kinds.get(kind, 0) for s in stages] for kind in KINDS}
     parts = {name: values for name, values in parts.items() if any(values)}

@@ -11,7 +11,7 @@ from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES
 from calculator.verdicts import formats_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.widgets.common import case_inputs
 from guide.widgets.workload_inputs import work_of, workload_note
 
@@ -28,6 +28,19 @@ def answer_for(inputs, group: int):
                           work=None if work.workload == "generation" else work)
 
 
+def paste_answer(inputs, group: int, answer):
+    """The quantize command's answer for this table (its JSON, as `quantize --json` writes it)."""
+    from calculator.answers import answer_for as answer_of
+    from calculator.answers_formats import quantize_json
+
+    typed = inputs.model.key or inputs.model.name
+    argv = (typed, "--gpu", inputs.card.key, "--group-size", str(group), "--batch", str(inputs.batch),
+            "--prompt", str(inputs.prompt), "--new-tokens", str(inputs.new_tokens))
+    data = quantize_json(inputs.model, inputs.card, group, answer.detail, answer, inputs.batch, inputs.prompt,
+                         inputs.new_tokens)
+    return answer_of("quantize", data, argv, typed)
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "qz_model", "gpu": "qz_gpu", "batch": "qz_batch", "prompt": "qz_prompt",
@@ -41,6 +54,7 @@ def render(ctx: Context) -> None:
     answer = answer_for(inputs, group)
     results, peaks = answer.detail, {row["format"]: row for row in answer.figures["formats"]}
     verdicts = {name: row["verdict"] for name, row in peaks.items()}
+    answer_with(ctx, paste_answer(inputs, group, answer))
     rows = []
     for r in results:
         rows.append({

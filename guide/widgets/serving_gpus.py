@@ -11,10 +11,21 @@ from calculator.serving_commands import sglang_command, vllm_command
 from calculator.serving import MAX_TOKENS, MAX_USERS
 from calculator.serving_plan import serve
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.common import case_inputs
 from guide.widgets.serving_inputs import WEIGHT_CHOICES, case_count, engine_picker, kv_picker, serving_case
 
+
+def paste_answer(model, plan, users: int, tensor: int):
+    """The serve command's answer for these users (its JSON is the plan's, as `serve --json`
+    writes it): the pool of one layout and, when it is short, the fewest GPUs."""
+    from calculator.answers import answer_for as answer_of
+
+    typed = model.key or model.name
+    argv = (typed, "--gpu", plan.gpu, "--dtype", plan.dtype, "--kv-dtype", plan.kv_dtype, "--context", str(plan.context),
+            "--users", str(users), "--tensor", str(tensor), "--engine", plan.engine)
+    data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
+    return answer_of("serve", data, argv, typed)
 
 
 def render(ctx: Context) -> None:
@@ -35,6 +46,7 @@ def render(ctx: Context) -> None:
     except CalculatorError as error:
         show_error(ctx, error)
         return
+    answer_with(ctx, paste_answer(model, plan, users, tensor))
     never = ctx.t("serving.never")
     st.dataframe([{
         ctx.t("serving.col_tensor"): lay.tensor,

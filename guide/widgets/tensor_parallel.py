@@ -11,9 +11,8 @@ from calculator.quantization import storage_dtype
 from calculator.verdicts import tensor_parallel_answer
 from calculator.speed import prefill
 from guide.format import format_bytes, format_number, format_percent
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.common import case_inputs
-
 
 
 def tp_tokens(inputs) -> int:
@@ -24,6 +23,16 @@ def tp_tokens(inputs) -> int:
 def answer_for(inputs, degree: int):
     """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
     return tensor_parallel_answer(inputs.model, inputs.card, storage_dtype(inputs.dtype), degree, tp_tokens(inputs))
+
+
+def paste_answer(inputs, degree: int, answer):
+    """The tensor-parallel command's answer for this calculation (its JSON, as `--json` writes it)."""
+    from calculator.answers import answer_for as answer_of
+    from calculator.answers_parallel import tensor_parallel_json
+
+    typed, dtype, tokens = inputs.model.key or inputs.model.name, storage_dtype(inputs.dtype), tp_tokens(inputs)
+    argv = (typed, "--degree", str(degree), "--gpu", inputs.card.key, "--dtype", dtype, "--tokens", str(tokens))
+    return answer_of("tensor-parallel", tensor_parallel_json(inputs.model, inputs.card, tokens, answer), argv, typed)
 
 
 def render(ctx: Context) -> None:
@@ -39,6 +48,7 @@ def render(ctx: Context) -> None:
         show_error(ctx, error)
         return
     result = answer.detail
+    answer_with(ctx, paste_answer(inputs, degree, answer))
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("parallelism.per_gpu"), format_bytes(result.per_gpu_bytes, lang))
     m2.metric(ctx.t("parallelism.replicated"), format_bytes(result.replicated_bytes, lang))

@@ -11,7 +11,7 @@ from calculator.training import rule_of_thumb_bytes, rule_of_thumb_split
 from calculator.verdicts import largest_micro_batch_answer
 from guide.charts import capacity_line
 from guide.format import format_billions, format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from calculator.budget import Budget
 from guide.widgets.common import readings_row
 from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, positions_note, \
@@ -22,6 +22,19 @@ from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, p
 def answer_for(inputs, setup):
     """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
     return largest_micro_batch_answer(inputs.model, inputs.card, setup)
+
+
+def paste_answer(inputs, setup, answer):
+    """The train command's answer for this step (the core of `train --json`, answers_training)."""
+    from calculator.answers import answer_for as answer_of
+    from calculator.answers_training import train_json
+    from calculator.training import Layout
+
+    typed = inputs.model.key or inputs.model.name
+    argv = (typed, "--gpu", inputs.card.key, "--method", setup.method, "--precision", setup.precision,
+            "--optimizer", setup.optimizer, "--batch", str(setup.micro_batch), "--sequence", str(setup.sequence),
+            "--checkpointing", setup.checkpointing)
+    return answer_of("train", train_json(inputs.model, inputs.card, setup, Layout(), answer), argv, typed)
 
 
 def render(ctx: Context) -> None:
@@ -38,6 +51,7 @@ def render(ctx: Context) -> None:
         show_error(ctx, error)
         return
     memory, largest = answer.detail, answer.figures["largest_micro_batch"]
+    answer_with(ctx, paste_answer(inputs, setup, answer))
     inference = inference_memory(model.summary, model.spec, batch, sequence, "bfloat16",
                                  mode=None if can_generate(model.spec) else "forward")
     parameters = model.summary.parameters

@@ -1,0 +1,29 @@
+"""The core of `train --json` (the step's memory, the setup, the layout, the readings and,
+with a card, the largest micro-batch), built once for the command and for the fine-tuning
+page, so the page's "Copy as answer" writes the command's own figures."""
+
+from __future__ import annotations
+
+
+def train_json(model, card, setup, layout, answer=None) -> dict:
+    """`answer`: verdicts.largest_micro_batch_answer on `card` (None without a card); its
+    `detail` is the step's memory, computed once."""
+    from .budget import Budget, readings_of
+    from .commands._common import readings_json
+    from .training import kbit_upcast_bytes, rule_of_thumb_bytes, training_memory
+
+    memory = answer.detail if answer is not None else training_memory(model.summary, model.spec, setup, layout,
+                                                                       model.traits)
+    result = {"model": model.name, "source": model.source, **memory.to_json(),
+              "rule_of_thumb_bytes": rule_of_thumb_bytes(model.summary.parameters),
+              "kbit_upcast_expert_bytes": kbit_upcast_bytes(model.summary, model.spec, setup),
+              "setup": {k: v for k, v in setup.__dict__.items() if k != "device"},
+              "layout": {**layout.__dict__, "data": layout.data}}
+    result.update(readings_json(readings_of(memory, Budget(card) if card is not None else None)))
+    if card is not None:
+        result.update({"gpu": card.key, "gpu_memory_bytes": card.memory_bytes, "total_memory_bytes": card.total_bytes,
+                       "context_bytes": card.context_bytes,
+                       "largest_micro_batch": answer.figures["largest_micro_batch"],
+                       "largest_micro_batch_tight": answer.figures["largest_micro_batch_tight"],
+                       "assumptions": [a.to_json() for a in answer.assumptions]})
+    return result

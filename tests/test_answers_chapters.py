@@ -1,0 +1,170 @@
+""""Copy as answer" in every chapter with a calculator that answers a question: the page's
+answer is the CLI's `--markdown` answer for the command it names, word for word, in English
+and in French, and its verdict carries the figures the page shows beside it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from calculator.messages import text
+from tests.apptest import open_page
+from tests.conftest import ROOT
+
+CASE = {"model": "llama-3-8b", "gpu": "rtx4090"}
+
+
+def cli_markdown(command_line: str, lang: str) -> str:
+    argv = shlex.split(command_line)[3:]  # after "python -m calculator"
+    env = {k: v for k, v in os.environ.items() if k != "GUIDE_URL"}
+    done = subprocess.run([sys.executable, "-m", "calculator", *argv, "--markdown", "--lang", lang], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def plain(value: str) -> str:
+    return value.replace("\u202f", " ").replace("\u00a0", " ")
+
+
+def page_answers(at) -> dict[str, str]:
+    """The page's answers by the command they reproduce."""
+    answers = {}
+    for block in at.code:
+        if block.language == "markdown":
+            line = re.findall(r"```bash\n(.*?)\n```", block.value, re.S)[-1]
+            answers[shlex.split(line)[3]] = block.value
+    return answers
+
+
+def metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def any_section(answer: str) -> str:
+    """The answer with its link's section left out: the page links to the section the reader
+    is on, the CLI to the command's own."""
+    return re.sub(r"(http://localhost:8501)/[a-z-]+\?(\S*)#[a-z-]+", r"\1/?\2", answer).strip()
+
+
+def check_same_as_cli(answer: str, lang: str) -> str:
+    line = re.findall(r"```bash\n(.*?)\n```", answer, re.S)[-1]
+    assert any_section(cli_markdown(line, lang)) == any_section(answer)  # the command's answer, word for word
+    assert f"lang={lang}" in answer and "model=llama-3-8b" in answer and "gpu=rtx4090" in answer
+    return plain(answer.split("\n\n")[0])
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_parallelism_answers(lang):
+    at = open_page("parallelism", lang, **CASE)
+    assert not at.exception
+    answers = page_answers(at)
+    verdict = check_same_as_cli(answers["tensor-parallel"], lang)
+    for key in ("per_gpu", "replicated", "one_gpu"):
+        assert plain(metric(at, text(f"parallelism.{key}", lang))) in verdict
+    verdict = check_same_as_cli(answers["pipeline"], lang)
+    column = text("parallelism.col_bytes", lang)
+    stages = [plain(v) for frame in at.dataframe if column in frame.value for v in frame.value[column]]
+    assert len(stages) == 4 and any(f"**{size}**" in verdict for size in stages)  # the largest stage, in bold
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_slow_model_data_parallel_answer(lang):
+    at = open_page("slow-model", lang, **CASE)
+    assert not at.exception
+    verdict = check_same_as_cli(page_answers(at)["data-parallel"], lang)
+    assert plain(metric(at, text("data_parallel.one_gpu", lang))) in verdict
+    speedup = plain(metric(at, text("data_parallel.speedup", lang)))  # ×8.0 on the page, ×8.00 in the answer
+    assert re.search(re.escape(speedup) + r"\d?\*\*", verdict)
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_quantization_answer(lang):
+    at = open_page("quantization", lang, **CASE)
+    assert not at.exception
+    verdict = check_same_as_cli(page_answers(at)["quantize"], lang)
+    table = next(frame.value for frame in at.dataframe if text("quantization.col_format", lang) in frame.value)
+    totals = dict(zip(table[text("quantization.col_format", lang)], table[text("quantization.col_total", lang)]))
+    for name in ("bfloat16", "bnb-int8", "bnb-nf4", "Q4_K"):
+        assert f"{name} {plain(totals[name])}" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_fine_tuning_answer(lang):
+    at = open_page("fine-tuning", lang, **CASE)
+    assert not at.exception
+    verdict = check_same_as_cli(page_answers(at)["train"], lang)
+    assert plain(metric(at, text("training_memory.ours", lang))) in verdict
+    assert "NVIDIA GeForce RTX 4090" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_oom_longest_context_answer(lang):
+    at = open_page("oom", lang, **CASE)
+    assert not at.exception
+    answer = next(block.value for block in at.code if block.language == "markdown" and "#context-length" in block.value)
+    assert "/oom?" in answer  # the section the reader is on
+    verdict = check_same_as_cli(answer, lang)
+    tokens = re.search(r"\*\*\d+ [^*]*? ([\d  ,]+) tokens\*\*", verdict).group(1)  # the longest context
+    said = [plain(m.value) for m in list(at.success) + list(at.warning)]
+    assert any(tokens in message for message in said)  # the page's own longest context
+    breakdown = next(plain(m.value) for m in at.markdown if tokens in plain(m.value) and "KV" in m.value)
+    sizes = re.findall(r"\d[\d ,.]* (?:GiB|MiB|Gio|Mio)", breakdown)
+    assert len(sizes) == 3 and all(size in verdict for size in sizes)  # weights, KV cache, activations at that context
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_cpu_offloading_device_map_answer(lang):
+    at = open_page("cpu-offloading", lang, model="llama-3-8b", gpu="rtx4090", om_gpu_gib="8")
+    assert not at.exception
+    answer = page_answers(at)["offload"]
+    assert "--gpu-memory 8GiB" in answer and "device_map" in answer  # the reader's budget, the loading code
+    verdict = check_same_as_cli(answer, lang)
+    for key in ("on_gpus", "cpu_needed", "on_disk"):
+        assert plain(metric(at, text(f"offload.{key}", lang))) in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_slow_model_batch_size_answer(lang):
+    at = open_page("slow-model", lang, **CASE)
+    assert not at.exception
+    verdict = check_same_as_cli(page_answers(at)["speed"], lang)
+    column = text("batch_size.col_throughput", lang)
+    batch, per_token = text("batch_size.col_batch", lang), text("batch_size.col_tpot", lang)
+    table = next(frame.value for frame in at.dataframe if per_token in frame.value and batch in frame.value)
+    fitting = table[table[text("batch_size.col_fits", lang)] == "✓"]
+    best = fitting.iloc[fitting[batch].astype(int).argmax()]  # the largest batch that fits
+    assert f"**{plain(best[column])} tokens/s**" in verdict
+    assert f"{plain(best[per_token])} ms" in verdict
+    assert f"**{best[batch]}**" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_serving_fewest_gpus_answer(lang):
+    at = open_page("serving", lang, model="llama-3-8b", gpu="rtx4090", users="64", context="8192")
+    assert not at.exception
+    answer = next(block.value for block in at.code if block.language == "markdown" and "--users 64" in block.value)
+    verdict = check_same_as_cli(answer, lang)
+    assert "64" in verdict and "NVIDIA GeForce RTX 4090" in verdict
+    column = text("serving.col_gpus", lang)
+    table = next(frame.value for frame in at.dataframe if column in frame.value)
+    fewest = min(int(plain(v).replace(" ", "").replace(",", "")) for v in table[column] if plain(v)[0].isdigit())
+    advice = plain(answer).split("\n\n")[2]  # what to do: the page's fewest GPUs
+    assert f"{fewest} × NVIDIA GeForce RTX 4090" in advice and fewest > 1
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_oom_largest_batch_answer(lang):
+    at = open_page("oom", lang, model="llama-3-8b", gpu="rtx4090", lb_longest="8192")
+    assert not at.exception
+    answer = next(block.value for block in at.code if block.language == "markdown" and "#batch-size" in block.value)
+    verdict = check_same_as_cli(answer, lang)
+    from calculator.units import format_count
+
+    shown = plain(metric(at, text("largest_batch.metric_longest", lang, tokens=format_count(8192, lang))))
+    assert f"**{shown} " in verdict and f" {plain(format_count(8192, lang))} tokens**" in verdict
