@@ -55,6 +55,7 @@ def test_the_case_reads_whole(server, browser, lang, width):
                 title = chapter.title(lang)
                 assert any(title.replace("\u202f", " ").replace("\u00a0", " ").replace(" ?", "?") in s.replace(" ?", "?")
                            for s in shown), (title, shown)
+        summary.scroll_into_view_if_needed()
         OUT.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(OUT / f"case-glance-{lang}-{width}.png"))
     finally:
