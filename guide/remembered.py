@@ -18,7 +18,9 @@ from guide.chapters import ROOT
 
 REMEMBERED = ("model", "gpu")  # what the guide keeps: the reader's model and card
 MAX_VALUE_CHARS = 200  # a model id or a card key; anything longer is not ours
-STATE = "remembered_case"  # session: {"save": {...} | None, "forget": bool, "applied": bool}
+# session: what to save, whether to forget, whether the memory was applied, what the browser
+# holds as far as the server knows, and the browser's last report
+STATE = "remembered_case"
 
 _COMPONENT = st.components.v2.component(
     "guide.remembered_case", html="<div aria-hidden='true'></div>",
@@ -26,7 +28,8 @@ _COMPONENT = st.components.v2.component(
 
 
 def _session() -> dict:
-    return st.session_state.setdefault(STATE, {"save": None, "forget": False, "applied": False})
+    return st.session_state.setdefault(STATE, {"save": None, "forget": False, "applied": False, "known": "",
+                                                "report": ""})
 
 
 def stored_case(raw: str | None) -> dict[str, str]:
@@ -42,19 +45,24 @@ def stored_case(raw: str | None) -> dict[str, str]:
             if isinstance(value.get(name), str) and 0 < len(value[name].strip()) <= MAX_VALUE_CHARS}
 
 
-def sync() -> dict[str, str] | None:
-    """Mount the storage component with what to save or forget; return what the browser
-    holds (None until it has answered, on the first run of a session)."""
+def sync() -> dict[str, str]:
+    """Mount the storage component with what to save or forget and what the server believes
+    the browser holds; return what it holds ({} until it has said, or when it holds nothing).
+    The browser speaks only when it holds something the server does not know (one rerun)."""
     session = _session()
     with st._event:  # no space on the page (as streamlit-extras' own storage does)
         result = _COMPONENT(key="guide-remembered-case",
-                            data={"save": session["save"], "forget": session["forget"]},
-                            default={"stored": "", "ready": False},
-                            on_stored_change=lambda: None, on_ready_change=lambda: None, height=0)
-    return stored_case(result.stored) if result.ready else None
+                            data={"save": session["save"], "forget": session["forget"], "known": session["known"]},
+                            default={"stored": ""}, on_stored_change=lambda: None, height=0)
+    report = result.stored if isinstance(result.stored, str) else ""
+    # A new report from the browser. An empty one is what a page switch leaves (Streamlit drops
+    # the component's state with the page), not news: another tab's "Forget" shows next session.
+    if report and report != session["report"]:
+        session.update(report=report, known=report)
+    return stored_case(session["known"])
 
 
-def apply(stored: dict[str, str] | None, query_names_present: bool) -> bool:
+def apply(stored: dict[str, str], query_names_present: bool) -> bool:
     """Put the remembered case into the address once per session, when the link names no case
     value (a link's explicit values always win). True when it did."""
     session = _session()
@@ -71,8 +79,8 @@ def apply(stored: dict[str, str] | None, query_names_present: bool) -> bool:
 def remember(values: dict[str, str]) -> None:
     """The reader chose these values: the browser keeps them from the next run on."""
     session = _session()
-    session.update(save={name: values[name] for name in REMEMBERED if values.get(name)}, forget=False,
-                   applied=True)
+    save = {name: values[name] for name in REMEMBERED if values.get(name)}
+    session.update(save=save, forget=False, applied=True, known=json.dumps(save, ensure_ascii=False))
 
 
 def pending() -> bool:
@@ -82,4 +90,4 @@ def pending() -> bool:
 
 def forget() -> None:
     session = _session()
-    session.update(save=None, forget=True, applied=True)
+    session.update(save=None, forget=True, applied=True, known="")
