@@ -8,6 +8,8 @@ Options keep their stable values in the URL and show labels in the reader's lang
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import streamlit as st
 
 from calculator import catalog
@@ -53,15 +55,19 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
 def carried_query(lang: str) -> dict[str, str]:
     """What a link to another chapter carries: the language and the case the reader set, as
     the case reads it (a GPU typed "4090" travels as rtx4090; a value it refused stays behind)."""
-    query = {"lang": lang}
-    for name in CASE_PARAMS:
-        values = st.query_params.get_all(name)
-        if values:
-            try:
-                query[name] = url_text(name, parse_value(name, str(values[-1]).strip()))
-            except ValueError:
-                continue
-    return query
+    sent = tuple((name, str(values[-1])) for name in CASE_PARAMS if (values := st.query_params.get_all(name)))
+    return dict(_carried(lang, sent))  # a copy: callers may add to it
+
+
+@lru_cache(maxsize=256)  # asked by every link and widget text of a page (~200 times a run)
+def _carried(lang: str, sent: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    query = [("lang", lang)]
+    for name, value in sent:
+        try:
+            query.append((name, url_text(name, parse_value(name, value.strip()))))
+        except ValueError:
+            continue
+    return tuple(query)
 
 
 # -- inputs ---------------------------------------------------------------------------------
