@@ -14,7 +14,7 @@ import pytest
 from calculator.gpus import gpu
 from calculator.units import format_bytes
 from guide import chapters
-from tests.browser import choose_typed, open_url, wait_until
+from tests.browser import choose_typed, open_url, wait_for_page, wait_until
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.browser
@@ -56,6 +56,7 @@ def test_the_case_reads_whole(server, browser, lang, width):
                 assert any(title.replace("\u202f", " ").replace("\u00a0", " ").replace(" ?", "?") in s.replace(" ?", "?")
                            for s in shown), (title, shown)
         summary.scroll_into_view_if_needed()
+        wait_for_page(page)  # no input left as a placeholder in the picture
         OUT.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(OUT / f"case-glance-{lang}-{width}.png"))
     finally:
