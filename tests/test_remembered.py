@@ -53,3 +53,22 @@ def test_nothing_remembered_changes_nothing():
     at = _run({}, False, lang="en")
     assert at.session_state["answers"] == [False, False]
     assert at.session_state["query"] == {"lang": "en"}
+
+
+def _choose_then_forget() -> None:
+    import streamlit as st
+
+    from guide import remembered
+
+    remembered.remember({"model": "qwen2.5-7b", "gpu": "", "dtype": "float32"})
+    st.session_state["after_choice"] = dict(st.session_state[remembered.STATE])
+    remembered.forget()
+    st.session_state["after_forget"] = dict(st.session_state[remembered.STATE])
+
+
+def test_a_choice_is_saved_and_forget_clears_it():
+    at = AppTest.from_function(_choose_then_forget).run()
+    chosen, forgotten = at.session_state["after_choice"], at.session_state["after_forget"]
+    assert chosen["save"] == {"model": "qwen2.5-7b"} and not chosen["forget"]  # only the model and GPU, when set
+    assert json.loads(chosen["known"]) == {"model": "qwen2.5-7b"}  # the browser will not need to say it back
+    assert forgotten["save"] is None and forgotten["forget"] and forgotten["known"] == ""
