@@ -18,6 +18,7 @@ verdict's headroom must cover for the context alone (calculator/budget.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 MIN_MESSAGES = 3
 # architecture: (messages, median, lower quartile, upper quartile, smallest, largest), in bytes
@@ -52,7 +53,11 @@ class ContextFigure:
 
 def context_for(architecture: object) -> ContextFigure:
     """The calibrated figure for an architecture; any unknown or thin one gets the fallback."""
-    key = str(architecture).strip().lower() if architecture is not None else ""
+    return _context_for_key(str(architecture).strip().lower()[:80] if architecture is not None else "")
+
+
+@lru_cache(maxsize=64)  # every card's usable memory asks it, hundreds of times a page
+def _context_for_key(key: str) -> ContextFigure:
     own = MEASURED.get(key) if key != FALLBACK else None
     if own is not None and own[0] >= MIN_MESSAGES:
         messages, median, q1, q3, _, _ = own

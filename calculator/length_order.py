@@ -7,7 +7,9 @@ in the dataset's own order it can be hours in, longest first it is the very firs
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
+from functools import lru_cache
 import math
 import random
 from statistics import NormalDist
@@ -39,12 +41,17 @@ def sample_lengths(count: int, median: int, longest: int) -> list[int]:
     """`count` lengths spread like real text: log-normal, with the given median, the longest
     exactly `longest`. Quantiles rather than random draws, so the same inputs give the same
     lengths."""
-    count = max(1, min(count, MAX_SAMPLES))
+    return list(_quantile_lengths(max(1, min(count, MAX_SAMPLES)), median, longest))
+
+
+@lru_cache(maxsize=4)  # a case change reruns the page on the same lengths: at most 4 x 800 kB kept
+def _quantile_lengths(count: int, median: int, longest: int) -> array:
     median = max(1, min(median, longest))
     quantile = NormalDist().inv_cdf
     top = quantile((count - 0.5) / count) if count > 1 else 1.0
     sigma = math.log(longest / median) / top if top > 0 else 0.0
-    return [max(1, min(longest, round(median * math.exp(sigma * quantile((i + 0.5) / count))))) for i in range(count)]
+    return array("l", (max(1, min(longest, round(median * math.exp(sigma * quantile((i + 0.5) / count)))))
+                       for i in range(count)))
 
 
 def ordered(lengths: list[int], order: str, seed: int = 0) -> list[int]:

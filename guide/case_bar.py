@@ -8,6 +8,8 @@ Options keep their stable values in the URL and show labels in the reader's lang
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import streamlit as st
 
 from calculator import catalog
@@ -17,6 +19,7 @@ from guide.case import (CASE_PARAMS, CHOICES, STEPS, WHOLE_NUMBERS, Case, Resolv
                         parse_value, read_case, url_text)
 from guide.format import escape_markdown, format_bytes
 from guide.i18n import current_language, t
+from guide import remembered
 
 WIDE = {"model": 3, "gpu": 3, "dtype": 2}  # column widths in the bar (others: 2)
 
@@ -27,6 +30,8 @@ def current_query() -> dict[str, list[str]]:
 
 def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase:
     """Draw the bar for these case fields; return the case, its model counted."""
+    stored = remembered.sync()
+    came_back = remembered.apply(stored, any(current_query().values()))
     case, refused, present = read_case(current_query(), defaults)
     with st.container(key="case-bar", border=True):
         st.caption(t("case.title"))
@@ -41,6 +46,7 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
             st.warning(t("frame.bad_url_value", param=escape_markdown(item.param, 40),
                          value=escape_markdown(item.value, 60)), icon=":material/link_off:")
         _model_line(resolved, fallback)
+        _summary(case, resolved[0] if resolved[0].spec is not None else fallback, fields, lang, came_back, bool(stored))
     model, error, upload_name = resolved
     return ResolvedCase(case, model if model.spec is not None else fallback, case.card, refused, error, upload_name,
                         present, headers_model=model if model.spec is None else None, fields=fields)
@@ -49,15 +55,19 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
 def carried_query(lang: str) -> dict[str, str]:
     """What a link to another chapter carries: the language and the case the reader set, as
     the case reads it (a GPU typed "4090" travels as rtx4090; a value it refused stays behind)."""
-    query = {"lang": lang}
-    for name in CASE_PARAMS:
-        values = st.query_params.get_all(name)
-        if values:
-            try:
-                query[name] = url_text(name, parse_value(name, str(values[-1]).strip()))
-            except ValueError:
-                continue
-    return query
+    sent = tuple((name, str(values[-1])) for name in CASE_PARAMS if (values := st.query_params.get_all(name)))
+    return dict(_carried(lang, sent))  # a copy: callers may add to it
+
+
+@lru_cache(maxsize=256)  # asked by every link and widget text of a page (~200 times a run)
+def _carried(lang: str, sent: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    query = [("lang", lang)]
+    for name, value in sent:
+        try:
+            query.append((name, url_text(name, parse_value(name, value.strip()))))
+        except ValueError:
+            continue
+    return tuple(query)
 
 
 # -- inputs ---------------------------------------------------------------------------------
@@ -100,6 +110,8 @@ def _write(name: str) -> None:
         except ValueError:
             value = str(value).strip()[:60]  # the case refuses it, with a message, on the rerun
     st.query_params[name] = str(int(value) if name in WHOLE_NUMBERS else value)
+    if name in remembered.REMEMBERED:
+        remembered.remember({key: st.query_params.get(key) for key in remembered.REMEMBERED})
 
 
 def _model_label(value) -> str:
@@ -124,6 +136,27 @@ def _upload():
         st.caption(t("case.upload_help"))
         return st.file_uploader(t("case.upload_label"), type=None, accept_multiple_files=False, key="case_upload",
                                 label_visibility="collapsed")
+
+
+# -- the case at a glance --------------------------------------------------------------------
+
+def _summary(case: Case, model: Model, fields: tuple[str, ...], lang: str, came_back: bool, stored: bool) -> None:
+    """One line written from the resolved case, whole at any width (the inputs above cut long
+    names): the model the calculators use, the card with what a process can use on it, the
+    precision; and the browser's memory of the case, with the way to clear it."""
+    card = case.card
+    text = t("case.summary_dtype" if "dtype" in fields else "case.summary", model=escape_markdown(model.name, 160),
+             card=escape_markdown(card.name, 120), total=format_bytes(card.total_bytes, lang),
+             usable=format_bytes(card.usable_bytes, lang), dtype=escape_markdown(str(case.dtype), 40))
+    with st.container(key="case-summary"):
+        st.markdown(text)
+    if came_back:
+        st.caption(t("case.came_back"))
+    if st.session_state.get(remembered.STATE, {}).get("forget"):
+        st.caption(t("case.forgotten"))
+    elif stored or remembered.pending():
+        st.button(t("case.forget"), key="case_forget", on_click=remembered.forget, type="tertiary",
+                  icon=":material/history_toggle_off:", help=t("case.forget_help"))
 
 
 # -- the model ------------------------------------------------------------------------------

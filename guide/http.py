@@ -35,13 +35,16 @@ def content_security_policy(frame_ancestors: str = "'self'") -> str:
     the policy on (tests/test_browser_security.py fails on any violation): Streamlit's page
     starts with an inline script and the guide's scripts are inline (st.html), so
     'unsafe-inline' for scripts; Streamlit decodes its messages with WebAssembly, so
-    'wasm-unsafe-eval' (not 'unsafe-eval': nothing calls eval); styles are set inline;
+    'wasm-unsafe-eval' (not 'unsafe-eval': nothing calls eval); blob: scripts, because
+    Streamlit loads a custom component's script (the case remembered in the browser,
+    guide/remembered.py) as a blob URL the page itself makes (a script able to make one already
+    runs, so this opens nothing 'unsafe-inline' does not); styles are set inline;
     images and fonts come from the guide itself or data:/blob: URLs, but for the tab's icon,
     a Material Symbol Streamlit fetches from fonts.gstatic.com; the websocket goes back to
     the same host ('self' covers ws: and wss: there); nothing else comes from elsewhere."""
     return "; ".join([
         "default-src 'self'",
-        "script-src 'self' 'unsafe-inline' 'wasm-unsafe-eval'",
+        "script-src 'self' 'unsafe-inline' 'wasm-unsafe-eval' blob:",
         "style-src 'self' 'unsafe-inline'",
         "img-src 'self' data: blob: https://fonts.gstatic.com",  # the tab's icon (a Material Symbol)
         "font-src 'self' data:",

@@ -47,3 +47,13 @@ def test_longest_first_never_fails_later_than_another_order(lengths, batch, limi
         fitting = sum(1 for t in lengths if t <= limit)
         assert runs["shortest_first"].first_oom == fitting // batch
     assert sorted(ordered(lengths, "shuffled")) == sorted(lengths) and set(runs) == set(ORDERS)
+
+
+def test_the_kept_lengths_are_not_shared_with_a_caller():
+    """sample_lengths keeps its last answers (a case change reruns the page on the same lengths):
+    a caller that changes its list does not change the next answer."""
+    first = sample_lengths(1000, 400, 6000)
+    expected = list(first)
+    first.sort(reverse=True)
+    first[0] = -1
+    assert sample_lengths(1000, 400, 6000) == expected
