@@ -10,7 +10,7 @@ def inference_json(model, card, batch: int, length: dict, options: dict, workloa
     its dtype, kv_dtype, attention, mode, cache and bnb_compute_dtype; `work`: the workload's run
     (workloads.Shape) when the largest context varies its own length (verdicts.largest_context_answer)."""
     from .budget import Budget, readings_of
-    from .commands._common import readings_json
+    from .verdicts import readings_json
     from .inference import inference_memory
     from .verdicts import largest_batch_answer, largest_context_answer
 

@@ -12,7 +12,7 @@ from .answers import Answer, _card_assumption, _card_name, _case
 
 def tensor_parallel_json(model, card, tokens: int, answer) -> dict:
     """`tensor-parallel --json`: the split, the all-reduce time per link, the verdict."""
-    from .commands._common import verdict_json
+    from .verdicts import verdict_json
     from .parallel import communication_seconds, links_for
 
     result = answer.detail
@@ -23,7 +23,7 @@ def tensor_parallel_json(model, card, tokens: int, answer) -> dict:
 
 def pipeline_json(model, card, dtype: str, gpus: int, answer, micro_batches: int | None = None) -> dict:
     """`pipeline --json`: each stage's layers and bytes, the bubble, the verdict."""
-    from .commands._common import verdict_json
+    from .verdicts import verdict_json
     from .parallel import bubble_fraction, tied_head_copy_bytes
 
     bubble = bubble_fraction(gpus, micro_batches) if micro_batches is not None else None

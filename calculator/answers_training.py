@@ -9,7 +9,7 @@ def train_json(model, card, setup, layout, answer=None) -> dict:
     """`answer`: verdicts.largest_micro_batch_answer on `card` (None without a card); its
     `detail` is the step's memory, computed once."""
     from .budget import Budget, readings_of
-    from .commands._common import readings_json
+    from .verdicts import readings_json
     from .training import kbit_upcast_bytes, rule_of_thumb_bytes, training_memory
 
     memory = answer.detail if answer is not None else training_memory(model.summary, model.spec, setup, layout,

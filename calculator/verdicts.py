@@ -393,3 +393,22 @@ def data_parallel_answer(model, card: Gpu, samples: int, tokens: int, gpus_per_n
     figures = {"dtype": dtype, "training": training, "gpus": gpus, "nodes": nodes, "one_gpu_seconds": single,
                "seconds": final, "speedup": single / final, "seconds_by_gpus": by_count, **figures}
     return Answer("data_parallel_time", None, figures, tuple(assumptions))
+
+
+# The JSON forms of a reading and of an answer, shared by the commands and the pages' answers
+
+def readings_json(readings) -> dict:
+    """The three readings and, with a card, the usable memory, the headroom and the verdict."""
+    data = {"reserved_bytes": readings.reserved_bytes, "nvidia_smi_bytes": readings.nvidia_smi_bytes}
+    if readings.verdict is not None:
+        data.update(usable_bytes=readings.usable_bytes, headroom_bytes=readings.headroom_bytes,
+                    verdict=readings.verdict, fits=readings.verdict == "fits")
+    return data
+
+
+def verdict_json(answer) -> dict:
+    """An answer's verdict as JSON: `verdict`, `fits` (true only for "fits"; null without a
+    card), its figures and `assumptions` (stable ids, README "Verdicts")."""
+    data = answer.to_json()
+    data["fits"] = None if answer.verdict is None else answer.verdict == "fits"
+    return data

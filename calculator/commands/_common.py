@@ -9,6 +9,7 @@ import math
 
 from ..errors import CalculatorError
 from ..units import GB, GIB, format_bytes
+from ..verdicts import readings_json, verdict_json  # noqa: F401 (the commands' JSON forms, kept at hand)
 
 MODEL_HELP = "catalog name, path to config.json (or its folder), or Hub id"
 
@@ -106,15 +107,6 @@ def budget_for(card):
     return Budget(card) if card is not None else None
 
 
-def readings_json(readings) -> dict:
-    """The three readings and, with a card, the usable memory, the headroom and the verdict."""
-    data = {"reserved_bytes": readings.reserved_bytes, "nvidia_smi_bytes": readings.nvidia_smi_bytes}
-    if readings.verdict is not None:
-        data.update(usable_bytes=readings.usable_bytes, headroom_bytes=readings.headroom_bytes,
-                    verdict=readings.verdict, fits=readings.verdict == "fits")
-    return data
-
-
 VERDICT_WORDS = {"fits": "fits", "tight": "TIGHT (inside the headroom: it may run out of memory)",
                  "too_big": "does NOT fit"}
 
@@ -133,14 +125,6 @@ def readings_lines(readings, card, size=format_bytes) -> list[str]:
 
 
 VERDICT_MARKS = {"fits": "yes", "tight": "tight", "too_big": "no"}
-
-
-def verdict_json(answer) -> dict:
-    """An answer's verdict as JSON: `verdict`, `fits` (true only for "fits"; null without a
-    card), its figures and `assumptions` (stable ids, README "Verdicts")."""
-    data = answer.to_json()
-    data["fits"] = None if answer.verdict is None else answer.verdict == "fits"
-    return data
 
 
 def verdict_line(answer, card, size=format_bytes) -> str:
