@@ -70,9 +70,10 @@ def test_a_context_past_the_positions_is_refused(key, limit):
     model = catalog_model(key)
     with pytest.raises(CalculatorError) as error:
         inference_memory(model.summary, model.spec, 1, limit + 1)
-    assert error.value.code == "context_too_long" and str(limit) in str(error.value)
+    assert error.value.code == "context_too_long" and f"{limit:,}" in str(error.value)
+    assert f"{limit:,}".replace(",", "\u202f") in error.value.message("fr")  # grouped as French writes it
     out = cli("inference", key, "--batch", "1", "--context", str(limit + 1))
-    assert out.returncode == 2 and str(limit) in out.stderr and out.stderr.count("\n") == 1
+    assert out.returncode == 2 and f"{limit:,}" in out.stderr and out.stderr.count("\n") == 1
 
 
 def test_int8_runs_with_its_int32_products():
