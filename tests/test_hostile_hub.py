@@ -184,3 +184,16 @@ def test_the_cli_says_a_huge_config_on_one_line(hub):
     hub.hostile["org/m/config.json"] = {"huge": 300_000_000}
     out = cli("estimate", "org/m", env={"HF_ENDPOINT": hub.url})
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "2 MiB" in out.stderr
+
+
+def test_choosing_to_read_headers_never_imports_transformers_here():
+    """The model types transformers knows come from a build worker: importing transformers in
+    the server (to see a config's type is unknown) cost it about 200 MiB for good."""
+    import subprocess
+    import sys
+
+    script = ("import sys; from calculator.model import header_count_reason; "
+              "print(header_count_reason({'model_type': 'not-a-known-type'}), 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=hub_module.__file__.rsplit("/calculator/", 1)[0])
+    assert out.stdout.split() == ["unknown_type", "False"], out.stderr[-500:]
