@@ -65,19 +65,22 @@ class MemorySampler:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.samples: list[tuple[float, int]] = []
+        self.own: list[int] = []  # the server process alone, without its build workers
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    @staticmethod
+    def _rss_of(pid: int) -> int:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
     def _rss(self) -> int:
-        total = 0
-        for pid in [self.pid, *self._children()]:
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-            except OSError:
-                pass
-        return total
+        return sum(self._rss_of(pid) for pid in [self.pid, *self._children()])
 
     def cpu_seconds(self) -> float:
         """CPU time the server process has used so far (user + system, its threads included)."""
@@ -106,6 +109,7 @@ class MemorySampler:
         start = time.perf_counter()
         while not self._stop.is_set():
             self.samples.append((time.perf_counter() - start, self._rss()))
+            self.own.append(self._rss_of(self.pid))
             self._stop.wait(0.5)
 
     def __enter__(self):
@@ -376,7 +380,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with MemorySampler(server.process.pid) as memory:
             asyncio.run(level(server.url, 2, 1))  # warm the server's imports and caches (and a build worker)
-            warm_rss = memory.samples[-1][1]
+            warm_rss, warm_own = memory.samples[-1][1], memory.own[-1]
             for sessions in args.levels:
                 before, cpu_before, busy_before = len(memory.samples), memory.cpu_seconds(), machine_busy_seconds()
                 row = asyncio.run(level(server.url, sessions, args.rounds, args.hostile, args.hub_hostile, hub))
@@ -385,12 +389,16 @@ def main(argv: list[str] | None = None) -> None:
                 row["machine_cores"] = (machine_busy_seconds() - busy_before) / row["seconds"]
                 row["rss_peak"] = max(s for _, s in memory.samples[before:]) if len(memory.samples) > before else warm_rss
                 row["rss_after"] = memory.samples[-1][1]
+                row["own_peak"] = max(memory.own[before:], default=warm_own)
+                row["own_after"] = memory.own[-1]
                 rows.append(row)
                 print(f"{sessions} sessions (+{args.hostile} hostile): p50 {row['p50'] * 1000:.0f} ms, "
                       f"p95 {row['p95'] * 1000:.0f} ms, errors {len(row['errors'])}, hostile errors "
                       f"{len(row['hostile_errors'])} (refused {row['hostile_refused']}, answered {row['hostile_answered']}), "
                       f"leaks {len(row['leaks'])}, RSS {row['rss_after'] / 2**20:.0f} MiB, "
                       f"server CPU {row['server_cores']:.2f} cores, machine {row['machine_cores']:.2f} cores", flush=True)
+                print(f"  the server process alone: {warm_own / 2**20:.0f} MiB after warm-up, peak "
+                      f"{row['own_peak'] / 2**20:.0f} MiB, {row['own_after'] / 2**20:.0f} MiB after", flush=True)
                 for seconds in row["hub_seconds"]:
                     print("  hostile Hub, seconds to the refusal: "
                           + ", ".join(f"{name} {value:.1f}" for name, value in seconds.items()), flush=True)

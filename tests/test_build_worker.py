@@ -36,6 +36,7 @@ def limits():
     """A pool with the limits a test asks for; the default pool again afterwards."""
     def make(**values) -> builder.Pool:
         clear_caches()
+        values.setdefault("spare", False)  # counts of workers exact (the spare: test_build_worker_limits)
         return builder.reset_pool(builder.Limits(**values))
     yield make
     clear_caches()

@@ -83,7 +83,7 @@ def refused(config: dict) -> str:
 ])
 def test_sizes_no_hand_list_named_are_refused_statically(change):
     base = catalog.config("vit-base-patch16-224")
-    assert refused({**base, **change}) in ("config_bad_value", "config_bad_list")
+    assert refused({**base, **change}) in ("config_bad_value", "config_bad_list", "config_bad_layer_total")
 
 
 def test_a_sub_config_is_held_like_the_top():
@@ -99,8 +99,8 @@ def test_wide_stage_lists_count_towards_the_absurd_bound():
 def test_label_maps_are_bounded_and_typed():
     base = {**catalog.config("bert-base-cased"), "architectures": ["BertForSequenceClassification"]}
     too_many = {str(i): f"L{i}" for i in range(MAX_LABELS + 1)}
-    assert refused({**base, "id2label": too_many}) == "config_bad_value"
-    assert refused({**base, "label2id": {v: k for k, v in too_many.items()}}) == "config_bad_value"
+    assert refused({**base, "id2label": too_many}) == "config_bad_label_count"
+    assert refused({**base, "label2id": {v: k for k, v in too_many.items()}}) == "config_bad_label_count"
     assert refused({**base, "id2label": [1, 2, 3]}) == "config_bad_labels"
     assert refused({**base, "id2label": "x" * 100}) == "config_bad_labels"
     check_config({**base, "num_labels": MAX_LABELS, "summary_proj_to_labels": True})  # a flag is not a size

@@ -71,6 +71,7 @@ def test_a_context_past_the_positions_is_refused(key, limit):
     with pytest.raises(CalculatorError) as error:
         inference_memory(model.summary, model.spec, 1, limit + 1)
     assert error.value.code == "context_too_long" and f"{limit:,}" in str(error.value)
+    assert f"{limit:,}".replace(",", "\u202f") in error.value.message("fr")  # grouped as French writes it
     out = cli("inference", key, "--batch", "1", "--context", str(limit + 1))
     assert out.returncode == 2 and f"{limit:,}" in out.stderr and out.stderr.count("\n") == 1
 

@@ -20,6 +20,7 @@ from tests.test_build_worker import many_experts
 def limits():
     def make(**values) -> builder.Pool:
         offload_plan._plans = None
+        values.setdefault("spare", False)
         return builder.reset_pool(builder.Limits(**values))
     yield make
     offload_plan._plans = None
