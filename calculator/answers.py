@@ -126,7 +126,14 @@ def estimate(data: dict, argv: tuple[str, ...]) -> Answer:
                "training_bytes": row["training_adam_bytes"] or 0}
     assumptions = [("model", {"model": data["model"], "model_class": data["model_class"]}),
                    ("weights_only", {})]
-    return Answer("estimate", argv, ("estimate", figures), tuple(assumptions), (("do_overhead", {}),),
+    verdict, advice = ("estimate", figures), [("do_overhead", {})]
+    if row.get("verdict") is not None:  # --gpu: the first precision's verdict (estimate.fit_verdict)
+        figures.update(rule_bytes=row["rule_of_thumb_bytes"])
+        verdict = _memory_verdict("estimate", {**data, "verdict": row["verdict"]}, figures)
+        assumptions.insert(1, _card_assumption(data))
+        if row["verdict"] != "fits":
+            advice.insert(0, ("do_load_smaller", {}))
+    return Answer("estimate", argv, verdict, tuple(assumptions), tuple(advice),
                   link=("estimator", "estimate", _case(data, dtype=row["dtype"])), figures=figures)
 
 

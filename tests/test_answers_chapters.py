@@ -48,8 +48,8 @@ def metric(at, label: str) -> str:
 
 def any_section(answer: str) -> str:
     """The answer with its link's section left out: the page links to the section the reader
-    is on, the CLI to the command's own."""
-    return re.sub(r"(http://localhost:8501)/[a-z-]+\?(\S*)#[a-z-]+", r"\1/?\2", answer).strip()
+    is on (the home page's is the bare address), the CLI to the command's own."""
+    return re.sub(r"(http://localhost:8501)/[a-z-]*\?(\S*)#[a-z-]+", r"\1/?\2", answer).strip()
 
 
 def check_same_as_cli(answer: str, lang: str) -> str:
@@ -168,3 +168,15 @@ def test_oom_largest_batch_answer(lang):
 
     shown = plain(metric(at, text("largest_batch.metric_longest", lang, tokens=format_count(8192, lang))))
     assert f"**{shown} " in verdict and f" {plain(format_count(8192, lang))} tokens**" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_home_quick_check_answer(lang):
+    at = open_page("", lang, model="llama-3-8b", gpu="rtx4090", dtype="float32")
+    assert not at.exception
+    answer = page_answers(at)["estimate"]
+    assert "--gpu rtx4090 --dtypes float32" in answer  # estimate --gpu: its verdict is the page's
+    verdict = check_same_as_cli(answer, lang)
+    for key in ("rule", "exact", "capacity"):
+        assert plain(metric(at, text(f"quick_check.{key}", lang))) in verdict
+    assert at.error and ("**not fit**" if lang == "en" else "**tiennent pas**") in verdict  # the page's verdict
