@@ -175,8 +175,21 @@ def train(data: dict, argv: tuple[str, ...]) -> Answer:
     advice.append(("do_training_chapter", {}))
     case = _case(data, batch=setup["micro_batch"], sequence=setup["sequence"], method=setup["method"],
                  precision=setup["precision"], optimizer=setup["optimizer"], checkpointing=setup["checkpointing"])
-    return Answer("train", argv, _memory_verdict("train", data, figures), tuple(assumptions), tuple(advice),
-                  link=("fine-tuning", "training-memory", case), figures=figures)
+    verdict, anchor = _memory_verdict("train", data, figures), "training-memory"
+    if "methods" in data:  # --compare-methods: full fine-tuning, LoRA and QLoRA side by side
+        verdict, anchor = _methods_verdict(data, figures), "lora"
+        assumptions.insert(-1, ("lora_setup", {"rank": setup["lora_rank"], "targets": setup["lora_targets"]}))
+    return Answer("train", argv, verdict, tuple(assumptions), tuple(advice),
+                  link=("fine-tuning", anchor, case), figures=figures)
+
+
+def _methods_verdict(data: dict, figures: dict) -> tuple[str, dict]:
+    methods = data["methods"]
+    figures.update({f"{m}_bytes": methods[m]["total_bytes"] for m in ("full", "lora", "qlora")})
+    if data.get("verdict") is None:
+        return "train_methods", figures
+    figures.update({f"{m}_largest": methods[m]["largest_micro_batch"] for m in ("full", "lora", "qlora")})
+    return "train_methods_gpu", {**figures, "gpu": _card_name(data["gpu"]), "usable_bytes": data["usable_bytes"]}
 
 
 def serve(data: dict, argv: tuple[str, ...]) -> Answer:

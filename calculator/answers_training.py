@@ -27,3 +27,9 @@ def train_json(model, card, setup, layout, answer=None) -> dict:
                        "largest_micro_batch_tight": answer.figures["largest_micro_batch_tight"],
                        "assumptions": [a.to_json() for a in answer.assumptions]})
     return result
+
+
+def methods_json(methods) -> dict:
+    """`train --compare-methods --json`'s "methods": full fine-tuning, LoRA and QLoRA
+    (training.compare_methods), for the command and for the LoRA calculator alike."""
+    return {"methods": {method: compared.to_json() for method, compared in methods.items()}}

@@ -42,6 +42,11 @@ def page_answers(at) -> dict[str, str]:
     return answers
 
 
+def section_answer(at, anchor: str) -> str:
+    """The answer of the calculator in section `anchor` (a chapter may answer with one command twice)."""
+    return next(block.value for block in at.code if block.language == "markdown" and f"#{anchor}\n" in block.value)
+
+
 def metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
@@ -98,7 +103,7 @@ def test_quantization_answer(lang):
 def test_fine_tuning_answer(lang):
     at = open_page("fine-tuning", lang, **CASE)
     assert not at.exception
-    verdict = check_same_as_cli(page_answers(at)["train"], lang)
+    verdict = check_same_as_cli(section_answer(at, "training-memory"), lang)
     assert plain(metric(at, text("training_memory.ours", lang))) in verdict
     assert "NVIDIA GeForce RTX 4090" in verdict
 
@@ -180,3 +185,17 @@ def test_home_quick_check_answer(lang):
     for key in ("rule", "exact", "capacity"):
         assert plain(metric(at, text(f"quick_check.{key}", lang))) in verdict
     assert at.error and ("**not fit**" if lang == "en" else "**tiennent pas**") in verdict  # the page's verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_fine_tuning_lora_answer(lang):
+    at = open_page("fine-tuning", lang, **CASE)
+    assert not at.exception
+    answer = section_answer(at, "lora")
+    assert "--compare-methods" in answer and "--lora-rank 16 --lora-targets all-linear" in answer
+    verdict = check_same_as_cli(answer, lang)
+    peak, largest = text("training.column_peak", lang), text("lora.col_largest", lang)
+    table = next(frame.value for frame in at.dataframe if largest in frame.value)
+    assert len(table) == 3
+    for size, most in zip(table[peak], table[largest]):  # full fine-tuning, LoRA, QLoRA: peaks and micro-batches
+        assert f"**{plain(size)}**" in verdict and f"**{most}**" in verdict

@@ -77,7 +77,7 @@ def run(args) -> int:
                     accounting=args.accounting)
     model = resolve_model(args)
     traits = model.traits
-    from ..answers_training import train_json
+    from ..answers_training import methods_json, train_json
 
     answer = largest_micro_batch_answer(model, card, setup, layout) if card is not None else None
     result = train_json(model, card, setup, layout, answer)
@@ -101,7 +101,7 @@ def run(args) -> int:
     if args.compare_methods:
         methods = compare_methods(model.summary, model.spec, setup, layout, traits,
                                   capacity=budget)
-        result["methods"] = {method: compared.to_json() for method, compared in methods.items()}
+        result.update(methods_json(methods))
     if args.json:
         print_json(result)
         return 0
