@@ -175,7 +175,9 @@ def train(data: dict, argv: tuple[str, ...]) -> Answer:
     advice.append(("do_training_chapter", {}))
     case = _case(data, batch=setup["micro_batch"], sequence=setup["sequence"], method=setup["method"],
                  precision=setup["precision"], optimizer=setup["optimizer"], checkpointing=setup["checkpointing"])
-    verdict, anchor = _memory_verdict("train", data, figures), "training-memory"
+    verdict, anchor = _memory_verdict("train", data, figures), "zero" if data["zero_stage"] else "training-memory"
+    if data["cpu_bytes"]:  # ZeRO-Offload: what each GPU's process keeps in CPU memory
+        assumptions.append(("train_cpu", {"cpu_bytes": data["cpu_bytes"]}))
     if "methods" in data:  # --compare-methods: full fine-tuning, LoRA and QLoRA side by side
         verdict, anchor = _methods_verdict(data, figures), "lora"
         assumptions.insert(-1, ("lora_setup", {"rank": setup["lora_rank"], "targets": setup["lora_targets"]}))

@@ -199,3 +199,16 @@ def test_fine_tuning_lora_answer(lang):
     assert len(table) == 3
     for size, most in zip(table[peak], table[largest]):  # full fine-tuning, LoRA, QLoRA: peaks and micro-batches
         assert f"**{plain(size)}**" in verdict and f"**{most}**" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_fine_tuning_zero_answer(lang):
+    at = open_page("fine-tuning", lang, **CASE)
+    assert not at.exception
+    answer = section_answer(at, "zero")
+    assert "--gpus 16 --zero 3" in answer  # the page's stage, at the largest count its chart shows
+    verdict = check_same_as_cli(answer, lang)
+    stage, peak = text("zero.stage", lang), text("training.column_peak", lang)
+    table = next(frame.value for frame in at.dataframe if text("zero.col_paper", lang) in frame.value)
+    at_stage_3 = plain(table[table[stage].astype(str) == "3"][peak].iloc[0])
+    assert f"**{at_stage_3}**" in verdict  # one GPU's peak with ZeRO-3 over 16 GPUs, as the table shows it
