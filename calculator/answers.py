@@ -172,6 +172,8 @@ def train(data: dict, argv: tuple[str, ...]) -> Answer:
             advice.append(("do_train_smaller", {"largest": data["largest_micro_batch"]}))
         elif data["verdict"] != "fits":
             advice.append(("do_train_none", {}))
+    if "fewest_gpus" in data:  # --gpu: the fewest of these GPUs that hold the step, by strategy
+        advice += _fewest_advice(data)
     advice.append(("do_training_chapter", {}))
     case = _case(data, batch=setup["micro_batch"], sequence=setup["sequence"], method=setup["method"],
                  precision=setup["precision"], optimizer=setup["optimizer"], checkpointing=setup["checkpointing"])
@@ -183,6 +185,17 @@ def train(data: dict, argv: tuple[str, ...]) -> Answer:
         assumptions.insert(-1, ("lora_setup", {"rank": setup["lora_rank"], "targets": setup["lora_targets"]}))
     return Answer("train", argv, verdict, tuple(assumptions), tuple(advice),
                   link=("fine-tuning", anchor, case), figures=figures)
+
+
+def _fewest_advice(data: dict) -> list[tuple[str, dict]]:
+    from .answers_training import STRATEGY_LABELS, fewest_pick
+
+    pick, gpu = fewest_pick(data["fewest_gpus"]), _card_name(data["gpu"])
+    advice = [("do_train_fewest", {"gpus": pick["gpus"], "strategy": STRATEGY_LABELS[pick["strategy"]], "gpu": gpu})
+              if pick["gpus"] else ("do_train_fewest_none", {"gpu": gpu})]
+    if pick["offload_gpus"]:
+        advice.append(("do_train_fewest_offload", {"gpus": pick["offload_gpus"]}))
+    return advice
 
 
 def _methods_verdict(data: dict, figures: dict) -> tuple[str, dict]:

@@ -212,3 +212,17 @@ def test_fine_tuning_zero_answer(lang):
     table = next(frame.value for frame in at.dataframe if text("zero.col_paper", lang) in frame.value)
     at_stage_3 = plain(table[table[stage].astype(str) == "3"][peak].iloc[0])
     assert f"**{at_stage_3}**" in verdict  # one GPU's peak with ZeRO-3 over 16 GPUs, as the table shows it
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_fine_tuning_distributed_answer(lang):
+    at = open_page("fine-tuning", lang, **CASE)
+    assert not at.exception
+    answer = section_answer(at, "distributed")
+    assert "--accumulation 8" in answer  # the page's accumulation
+    check_same_as_cli(answer, lang)
+    said = [re.search(r"\*\*(\d+)\*\*, (?:with|avec) (\S+)\.", plain(m.value)) for m in at.success]
+    count, strategy = next(found for found in said if found).groups()  # the page's fewest GPUs
+    assert f"**{count}**, {'with' if lang == 'en' else 'avec'} {strategy}." in plain(answer)
+    offload = [re.search(r"\*\*(\d+)\*\*", plain(m.value)).group(1) for m in at.info if "ZeRO-3" in m.value]
+    assert [f"**{n}** GPU" in plain(answer) for n in offload] == [True] * len(offload)
