@@ -220,7 +220,8 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
                                      "requested_bytes": data["requested_bytes_per_gpu"]}),
                    ("serving_setup", {"dtype": data["dtype"], "kv_dtype": data["kv_dtype"], "context": data["context"],
                                       "tensor": data["tensor_parallel"], "engine": figures["engine"],
-                                      "version": data["engine_version"]})]
+                                      "version": data["engine_version"]}),
+                   ("serving_kv", {"per_token_bytes": data["kv_bytes_per_token"], "kv_tokens": data["kv_tokens"]})]
     options = {"tensor": data["tensor_parallel"], "replicas": data["replicas"], "dtype": data["dtype"],
                "kv_dtype": data["kv_dtype"], "context": data["context"]}
     line = vllm_command(data["model"], **options) if data["engine"] == "vllm" else sglang_command(data["model"], **options)

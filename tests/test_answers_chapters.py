@@ -226,3 +226,14 @@ def test_fine_tuning_distributed_answer(lang):
     assert f"**{count}**, {'with' if lang == 'en' else 'avec'} {strategy}." in plain(answer)
     offload = [re.search(r"\*\*(\d+)\*\*", plain(m.value)).group(1) for m in at.info if "ZeRO-3" in m.value]
     assert [f"**{n}** GPU" in plain(answer) for n in offload] == [True] * len(offload)
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_serving_concurrency_answer(lang):
+    at = open_page("serving", lang, model="llama-3-8b", gpu="rtx4090", svc_prefix="1024")
+    assert not at.exception
+    answer = section_answer(at, "concurrency")
+    assert "--shared-prefix 1024" in answer
+    verdict = check_same_as_cli(answer, lang)
+    assert f"**{plain(metric(at, text('serving.metric_sequences', lang)))} " in verdict  # sequences at once
+    assert plain(metric(at, text("serving.metric_per_token", lang))) in plain(answer)  # the KV cache per token
