@@ -237,3 +237,15 @@ def test_serving_concurrency_answer(lang):
     verdict = check_same_as_cli(answer, lang)
     assert f"**{plain(metric(at, text('serving.metric_sequences', lang)))} " in verdict  # sequences at once
     assert plain(metric(at, text("serving.metric_per_token", lang))) in plain(answer)  # the KV cache per token
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_serving_settings_answer(lang):
+    at = open_page("serving", lang, model="llama-3-8b", gpu="rtx4090", sve_seqs="64", sve_util="0.85")
+    assert not at.exception
+    answer = section_answer(at, "engine-settings")
+    assert "--gpu-memory-utilization 0.85 --max-num-seqs 64" in answer  # the reader's flags
+    verdict = check_same_as_cli(answer, lang)
+    pool, sequences = text("serving.metric_pool", lang), text("serving.metric_sequences", lang)
+    shown = [plain(m.value) for m in at.metric if m.label in (pool, sequences)]
+    assert f"**{shown[-2]}**" in verdict and f"**{shown[-1]} " in verdict  # this calculator's pool and sequences

@@ -37,7 +37,7 @@ def render(ctx: Context) -> None:
     prefix = tokens_input(ctx, "serving.shared_prefix", "svc_prefix", 0, low=0, container=c5)
     try:
         plan = serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=context, tensor=tensor,
-                     shared_prefix=min(prefix, context), layouts=False)
+                     shared_prefix=min(prefix, context))  # with the layouts, as the answer's command
         limit = model.spec.max_positions or context
         lengths = lengths_up_to(limit, context)
         curve = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, tensor=tensor,
