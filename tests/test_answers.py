@@ -100,7 +100,8 @@ def test_answers_state_the_verdict_of_the_engine():
 
 
 def test_markdown_refusals_are_one_line():
-    for argv in (["estimate", "gpt2", "--markdown", "--lang", "de"], ["catalog", "--markdown"]):
+    for argv in (["estimate", "gpt2", "--markdown", "--lang", "de"], ["catalog", "--markdown"],
+                 ["serve", "gpt2", "--gpu", "t4", "--engine", "llama.cpp", "--markdown"]):  # llama-cpp answers it
         done = cli(*argv)
         assert done.returncode == 2 and done.stderr.count("\n") == 1
 
