@@ -48,6 +48,9 @@ def _duration(seconds: float, lang: str) -> str:
 def _shown(key: str, value: object, lang: str) -> str:
     if key.endswith("_duration"):
         return _duration(value, lang)
+    if isinstance(value, list) and key.endswith("_rates"):  # (precision, per second): tokens whole, items to 0.1
+        digits = 0 if key == "token_rates" else 1
+        return ", ".join(f"{name} {format_number(rate, digits, lang)}" for name, rate in value)
     if isinstance(value, list) and key.endswith("_ms"):  # (link, milliseconds) pairs
         return ", ".join(f"{name} {format_number(ms, 2, lang)} ms" for name, ms in value)
     if isinstance(value, list):  # (name, bytes) pairs: "bfloat16 14.96 GiB, bnb-int8 8.46 GiB"

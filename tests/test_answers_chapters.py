@@ -249,3 +249,18 @@ def test_serving_settings_answer(lang):
     pool, sequences = text("serving.metric_pool", lang), text("serving.metric_sequences", lang)
     shown = [plain(m.value) for m in at.metric if m.label in (pool, sequences)]
     assert f"**{shown[-2]}**" in verdict and f"**{shown[-1]} " in verdict  # this calculator's pool and sequences
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_slow_model_precision_answer(lang):
+    at = open_page("slow-model", lang, **CASE)
+    assert not at.exception
+    answer = section_answer(at, "precision")
+    verdict = check_same_as_cli(answer, lang)
+    dtype, speed, fits = text("common.dtype", lang), text("batch_size.col_throughput", lang), text("precision.col_fits", lang)
+    table = next(frame.value for frame in at.dataframe if text("precision.col_peak", lang) in frame.value)
+    plain_dtypes = table[~table[dtype].isin(["bnb-nf4", "gptq-4bit"])]  # the command's precisions
+    assert len(plain_dtypes) == 5
+    assert ", ".join(f"{row[dtype]} {plain(row[speed])}" for _, row in plain_dtypes.iterrows()) in verdict
+    fitting = ", ".join(plain_dtypes[plain_dtypes[fits] == "✓"][dtype]) or "—"
+    assert f"**{fitting}**" in verdict  # the page's ✓ marks
