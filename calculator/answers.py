@@ -48,6 +48,9 @@ def _duration(seconds: float, lang: str) -> str:
 def _shown(key: str, value: object, lang: str) -> str:
     if key.endswith("_duration"):
         return _duration(value, lang)
+    if isinstance(value, list) and key.endswith("_rates"):  # (precision, per second): tokens whole, items to 0.1
+        digits = 0 if key == "token_rates" else 1
+        return ", ".join(f"{name} {format_number(rate, digits, lang)}" for name, rate in value)
     if isinstance(value, list) and key.endswith("_ms"):  # (link, milliseconds) pairs
         return ", ".join(f"{name} {format_number(ms, 2, lang)} ms" for name, ms in value)
     if isinstance(value, list):  # (name, bytes) pairs: "bfloat16 14.96 GiB, bnb-int8 8.46 GiB"
@@ -126,7 +129,14 @@ def estimate(data: dict, argv: tuple[str, ...]) -> Answer:
                "training_bytes": row["training_adam_bytes"] or 0}
     assumptions = [("model", {"model": data["model"], "model_class": data["model_class"]}),
                    ("weights_only", {})]
-    return Answer("estimate", argv, ("estimate", figures), tuple(assumptions), (("do_overhead", {}),),
+    verdict, advice = ("estimate", figures), [("do_overhead", {})]
+    if row.get("verdict") is not None:  # --gpu: the first precision's verdict (estimate.fit_verdict)
+        figures.update(rule_bytes=row["rule_of_thumb_bytes"])
+        verdict = _memory_verdict("estimate", {**data, "verdict": row["verdict"]}, figures)
+        assumptions.insert(1, _card_assumption(data))
+        if row["verdict"] != "fits":
+            advice.insert(0, ("do_load_smaller", {}))
+    return Answer("estimate", argv, verdict, tuple(assumptions), tuple(advice),
                   link=("estimator", "estimate", _case(data, dtype=row["dtype"])), figures=figures)
 
 
@@ -165,16 +175,48 @@ def train(data: dict, argv: tuple[str, ...]) -> Answer:
             advice.append(("do_train_smaller", {"largest": data["largest_micro_batch"]}))
         elif data["verdict"] != "fits":
             advice.append(("do_train_none", {}))
+    if "fewest_gpus" in data:  # --gpu: the fewest of these GPUs that hold the step, by strategy
+        advice += _fewest_advice(data)
     advice.append(("do_training_chapter", {}))
     case = _case(data, batch=setup["micro_batch"], sequence=setup["sequence"], method=setup["method"],
                  precision=setup["precision"], optimizer=setup["optimizer"], checkpointing=setup["checkpointing"])
-    return Answer("train", argv, _memory_verdict("train", data, figures), tuple(assumptions), tuple(advice),
-                  link=("fine-tuning", "training-memory", case), figures=figures)
+    verdict, anchor = _memory_verdict("train", data, figures), "zero" if data["zero_stage"] else "training-memory"
+    if data["cpu_bytes"]:  # ZeRO-Offload: what each GPU's process keeps in CPU memory
+        assumptions.append(("train_cpu", {"cpu_bytes": data["cpu_bytes"]}))
+    if "methods" in data:  # --compare-methods: full fine-tuning, LoRA and QLoRA side by side
+        verdict, anchor = _methods_verdict(data, figures), "lora"
+        assumptions.insert(-1, ("lora_setup", {"rank": setup["lora_rank"], "targets": setup["lora_targets"]}))
+    return Answer("train", argv, verdict, tuple(assumptions), tuple(advice),
+                  link=("fine-tuning", anchor, case), figures=figures)
+
+
+def _fewest_advice(data: dict) -> list[tuple[str, dict]]:
+    from .answers_training import STRATEGY_LABELS, fewest_pick
+
+    pick, gpu = fewest_pick(data["fewest_gpus"]), _card_name(data["gpu"])
+    advice = [("do_train_fewest", {"gpus": pick["gpus"], "strategy": STRATEGY_LABELS[pick["strategy"]], "gpu": gpu})
+              if pick["gpus"] else ("do_train_fewest_none", {"gpu": gpu})]
+    if pick["offload_gpus"]:
+        advice.append(("do_train_fewest_offload", {"gpus": pick["offload_gpus"]}))
+    return advice
+
+
+def _methods_verdict(data: dict, figures: dict) -> tuple[str, dict]:
+    methods = data["methods"]
+    figures.update({f"{m}_bytes": methods[m]["total_bytes"] for m in ("full", "lora", "qlora")})
+    if data.get("verdict") is None:
+        return "train_methods", figures
+    figures.update({f"{m}_largest": methods[m]["largest_micro_batch"] for m in ("full", "lora", "qlora")})
+    return "train_methods_gpu", {**figures, "gpu": _card_name(data["gpu"]), "usable_bytes": data["usable_bytes"]}
 
 
 def serve(data: dict, argv: tuple[str, ...]) -> Answer:
     from .serving_commands import sglang_command, vllm_command
 
+    if data.get("engine") == "llama.cpp":  # llama-server's buffers: the llama-cpp command answers them
+        from .errors import CalculatorError
+
+        raise CalculatorError("answer_llamacpp_serve")
     figures = {"model": data["model"], "gpus": data["gpus"], "gpu": _card_name(data["gpu"]),
                "engine": "vLLM" if data["engine"] == "vllm" else "SGLang", "kv_pool_bytes": data["kv_pool_bytes_per_gpu"],
                "kv_tokens": data["kv_tokens"], "sequences": data["max_concurrent_sequences"],
@@ -185,7 +227,8 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
                                      "requested_bytes": data["requested_bytes_per_gpu"]}),
                    ("serving_setup", {"dtype": data["dtype"], "kv_dtype": data["kv_dtype"], "context": data["context"],
                                       "tensor": data["tensor_parallel"], "engine": figures["engine"],
-                                      "version": data["engine_version"]})]
+                                      "version": data["engine_version"]}),
+                   ("serving_kv", {"per_token_bytes": data["kv_bytes_per_token"], "kv_tokens": data["kv_tokens"]})]
     options = {"tensor": data["tensor_parallel"], "replicas": data["replicas"], "dtype": data["dtype"],
                "kv_dtype": data["kv_dtype"], "context": data["context"]}
     line = vllm_command(data["model"], **options) if data["engine"] == "vllm" else sglang_command(data["model"], **options)

@@ -122,6 +122,8 @@ def data_parallel(data: dict, argv: tuple[str, ...]) -> Answer:
 
 
 def speed(data: dict, argv: tuple[str, ...]) -> Answer:
+    if len(data["dtypes"]) > 1 and len({row["batch"] for row in data["rows"]}) == 1:
+        return _speed_by_dtype(data, argv)
     first = data["dtypes"][0]
     rows = [row for row in data["rows"] if row["dtype"] == first]
     fitting = [row for row in rows if row["verdict"] == "fits"]
@@ -144,6 +146,24 @@ def speed(data: dict, argv: tuple[str, ...]) -> Answer:
     case = _case(data, dtype=first, batch=row["batch"], prompt=data["prompt"], new_tokens=data["new_tokens"])
     return Answer("speed", argv, (verdict, figures), tuple(assumptions), advice,
                   link=("slow-model", "batch-size", case), figures=figures)
+
+
+def _speed_by_dtype(data: dict, argv: tuple[str, ...]) -> Answer:
+    """speed --dtypes A B C at one batch: each precision's speed and whether it fits."""
+    generates = data["sequence"] is None
+    rate = "tokens_per_second" if generates else "items_per_second"
+    rows, batch = data["rows"], data["rows"][0]["batch"]
+    figures = {"model": data["model"], "gpu": _card_name(data["gpu"]), "batch": batch,
+               "token_rates" if generates else "item_rates": [(row["dtype"], float(row[rate])) for row in rows],
+               "fitting": ", ".join(row["dtype"] for row in rows if row["verdict"] == "fits") or "—"}
+    lengths = ("speed_lengths", {"prompt": data["prompt"], "new_tokens": data["new_tokens"]}) if generates \
+        else ("speed_forward_lengths", {"tokens": data["sequence"]})
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data), lengths,
+                   ("speed_roofline", {"workload": data["workload"]})]
+    case = _case(data, batch=batch, prompt=data["prompt"], new_tokens=data["new_tokens"])
+    verdict = "speed_dtypes_generation" if generates else "speed_dtypes_forward"
+    return Answer("speed", argv, (verdict, figures), tuple(assumptions), (("do_speed_dtypes", {}),),
+                  link=("slow-model", "precision", case), figures=figures)
 
 
 BUILDERS = {"tensor-parallel": tensor_parallel, "pipeline": pipeline, "data-parallel": data_parallel, "speed": speed}

@@ -42,14 +42,19 @@ def page_answers(at) -> dict[str, str]:
     return answers
 
 
+def section_answer(at, anchor: str) -> str:
+    """The answer of the calculator in section `anchor` (a chapter may answer with one command twice)."""
+    return next(block.value for block in at.code if block.language == "markdown" and f"#{anchor}\n" in block.value)
+
+
 def metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
 
 def any_section(answer: str) -> str:
     """The answer with its link's section left out: the page links to the section the reader
-    is on, the CLI to the command's own."""
-    return re.sub(r"(http://localhost:8501)/[a-z-]+\?(\S*)#[a-z-]+", r"\1/?\2", answer).strip()
+    is on (the home page's is the bare address), the CLI to the command's own."""
+    return re.sub(r"(http://localhost:8501)/[a-z-]*\?(\S*)#[a-z-]+", r"\1/?\2", answer).strip()
 
 
 def check_same_as_cli(answer: str, lang: str) -> str:
@@ -98,7 +103,7 @@ def test_quantization_answer(lang):
 def test_fine_tuning_answer(lang):
     at = open_page("fine-tuning", lang, **CASE)
     assert not at.exception
-    verdict = check_same_as_cli(page_answers(at)["train"], lang)
+    verdict = check_same_as_cli(section_answer(at, "training-memory"), lang)
     assert plain(metric(at, text("training_memory.ours", lang))) in verdict
     assert "NVIDIA GeForce RTX 4090" in verdict
 
@@ -168,3 +173,94 @@ def test_oom_largest_batch_answer(lang):
 
     shown = plain(metric(at, text("largest_batch.metric_longest", lang, tokens=format_count(8192, lang))))
     assert f"**{shown} " in verdict and f" {plain(format_count(8192, lang))} tokens**" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_home_quick_check_answer(lang):
+    at = open_page("", lang, model="llama-3-8b", gpu="rtx4090", dtype="float32")
+    assert not at.exception
+    answer = page_answers(at)["estimate"]
+    assert "--gpu rtx4090 --dtypes float32" in answer  # estimate --gpu: its verdict is the page's
+    verdict = check_same_as_cli(answer, lang)
+    for key in ("rule", "exact", "capacity"):
+        assert plain(metric(at, text(f"quick_check.{key}", lang))) in verdict
+    assert at.error and ("**not fit**" if lang == "en" else "**tiennent pas**") in verdict  # the page's verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_fine_tuning_lora_answer(lang):
+    at = open_page("fine-tuning", lang, **CASE)
+    assert not at.exception
+    answer = section_answer(at, "lora")
+    assert "--compare-methods" in answer and "--lora-rank 16 --lora-targets all-linear" in answer
+    verdict = check_same_as_cli(answer, lang)
+    peak, largest = text("training.column_peak", lang), text("lora.col_largest", lang)
+    table = next(frame.value for frame in at.dataframe if largest in frame.value)
+    assert len(table) == 3
+    for size, most in zip(table[peak], table[largest]):  # full fine-tuning, LoRA, QLoRA: peaks and micro-batches
+        assert f"**{plain(size)}**" in verdict and f"**{most}**" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_fine_tuning_zero_answer(lang):
+    at = open_page("fine-tuning", lang, **CASE)
+    assert not at.exception
+    answer = section_answer(at, "zero")
+    assert "--gpus 16 --zero 3" in answer  # the page's stage, at the largest count its chart shows
+    verdict = check_same_as_cli(answer, lang)
+    stage, peak = text("zero.stage", lang), text("training.column_peak", lang)
+    table = next(frame.value for frame in at.dataframe if text("zero.col_paper", lang) in frame.value)
+    at_stage_3 = plain(table[table[stage].astype(str) == "3"][peak].iloc[0])
+    assert f"**{at_stage_3}**" in verdict  # one GPU's peak with ZeRO-3 over 16 GPUs, as the table shows it
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_fine_tuning_distributed_answer(lang):
+    at = open_page("fine-tuning", lang, **CASE)
+    assert not at.exception
+    answer = section_answer(at, "distributed")
+    assert "--accumulation 8" in answer  # the page's accumulation
+    check_same_as_cli(answer, lang)
+    said = [re.search(r"\*\*(\d+)\*\*, (?:with|avec) (\S+)\.", plain(m.value)) for m in at.success]
+    count, strategy = next(found for found in said if found).groups()  # the page's fewest GPUs
+    assert f"**{count}**, {'with' if lang == 'en' else 'avec'} {strategy}." in plain(answer)
+    offload = [re.search(r"\*\*(\d+)\*\*", plain(m.value)).group(1) for m in at.info if "ZeRO-3" in m.value]
+    assert [f"**{n}** GPU" in plain(answer) for n in offload] == [True] * len(offload)
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_serving_concurrency_answer(lang):
+    at = open_page("serving", lang, model="llama-3-8b", gpu="rtx4090", svc_prefix="1024")
+    assert not at.exception
+    answer = section_answer(at, "concurrency")
+    assert "--shared-prefix 1024" in answer
+    verdict = check_same_as_cli(answer, lang)
+    assert f"**{plain(metric(at, text('serving.metric_sequences', lang)))} " in verdict  # sequences at once
+    assert plain(metric(at, text("serving.metric_per_token", lang))) in plain(answer)  # the KV cache per token
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_serving_settings_answer(lang):
+    at = open_page("serving", lang, model="llama-3-8b", gpu="rtx4090", sve_seqs="64", sve_util="0.85")
+    assert not at.exception
+    answer = section_answer(at, "engine-settings")
+    assert "--gpu-memory-utilization 0.85 --max-num-seqs 64" in answer  # the reader's flags
+    verdict = check_same_as_cli(answer, lang)
+    pool, sequences = text("serving.metric_pool", lang), text("serving.metric_sequences", lang)
+    shown = [plain(m.value) for m in at.metric if m.label in (pool, sequences)]
+    assert f"**{shown[-2]}**" in verdict and f"**{shown[-1]} " in verdict  # this calculator's pool and sequences
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_slow_model_precision_answer(lang):
+    at = open_page("slow-model", lang, **CASE)
+    assert not at.exception
+    answer = section_answer(at, "precision")
+    verdict = check_same_as_cli(answer, lang)
+    dtype, speed, fits = text("common.dtype", lang), text("batch_size.col_throughput", lang), text("precision.col_fits", lang)
+    table = next(frame.value for frame in at.dataframe if text("precision.col_peak", lang) in frame.value)
+    plain_dtypes = table[~table[dtype].isin(["bnb-nf4", "gptq-4bit"])]  # the command's precisions
+    assert len(plain_dtypes) == 5
+    assert ", ".join(f"{row[dtype]} {plain(row[speed])}" for _, row in plain_dtypes.iterrows()) in verdict
+    fitting = ", ".join(plain_dtypes[plain_dtypes[fits] == "✓"][dtype]) or "—"
+    assert f"**{fitting}**" in verdict  # the page's ✓ marks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..precision import DEFAULT_DTYPES, DTYPES
 from ..units import format_count
-from ._common import add_command, budget_for, find_gpu, print_json, readings_json, render_table, resolve_model, sizer
+from ._common import add_command, budget_for, find_gpu, print_json, render_table, resolve_model, sizer
 
 
 def register(commands, shared) -> None:
@@ -22,20 +22,16 @@ def run(args) -> int:
 
     card = find_gpu(args.gpu)
     budget = budget_for(card)
-    result = estimate_model(resolve_model(args, args.model_class), args.dtypes)
+    model = resolve_model(args, args.model_class)
+    if args.json:  # the pages build the same JSON (answers_estimate)
+        from ..answers_estimate import estimate_json
+
+        print_json(estimate_json(model, args.dtypes, card))
+        return 0
+    result = estimate_model(model, args.dtypes)
     readings = [load_readings(result.summary, row.dtype, budget) for row in result.rows]
     verdicts = [fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, budget, weight_rounding(result.summary, row.dtype))
                 if budget else None for row in result.rows]
-    if args.json:
-        data = result.to_json()
-        for row, reading, verdict in zip(data["rows"], readings, verdicts):
-            row.update(readings_json(reading))
-            if verdict is not None:
-                row.update(verdict=verdict, fits=verdict == "fits")
-        if card is not None:
-            data.update(gpu=card.key, usable_bytes=budget.usable_bytes, headroom_bytes=budget.headroom_bytes)
-        print_json(data)
-        return 0
     s = result.summary
     size, units = sizer(args.units)
     print(f"Model:        {result.model} ({result.source})")

@@ -77,9 +77,10 @@ def run(args) -> int:
                  cpu_offload_gib=args.cpu_offload_gb, shared_prefix=args.shared_prefix,
                  usage=args.usage_context, engine_version=args.engine_version, enforce_eager=args.enforce_eager,
                  kv_cache_memory_bytes=args.kv_cache_memory_bytes, expert_parallel=args.expert_parallel)
-    data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
-    if args.json:
-        print_json(data)
+    if args.json:  # the serving pages build the same JSON (answers_serving)
+        from ..answers_serving import serve_json
+
+        print_json(serve_json(model, plan))
         return 0
     r = plan.replica
     engine = f"vLLM {plan.engine_version}" if plan.engine == "vllm" else f"SGLang {plan.engine_version}"

@@ -58,7 +58,7 @@ def register(commands, shared) -> None:
 def run(args) -> int:
 
     from ..budget import readings_of
-    from ..training import (STRATEGIES, Layout, TrainingSetup, activation_model, compare_methods, fewest_gpus,
+    from ..training import (Layout, TrainingSetup, activation_model, compare_methods,
                             korthikanti_layer_bytes, rule_of_thumb_split,
                             training_memory)
 
@@ -77,7 +77,7 @@ def run(args) -> int:
                     accounting=args.accounting)
     model = resolve_model(args)
     traits = model.traits
-    from ..answers_training import train_json
+    from ..answers_training import fewest_json, methods_json, train_json
 
     answer = largest_micro_batch_answer(model, card, setup, layout) if card is not None else None
     result = train_json(model, card, setup, layout, answer)
@@ -87,8 +87,7 @@ def run(args) -> int:
     budget = budget_for(card)
     readings = readings_of(memory, budget)
     if card is not None:
-        result["fewest_gpus"] = [fewest_gpus(model.summary, model.spec, budget, strategy, setup, traits).to_json()
-                                 for strategy in STRATEGIES]
+        result.update(fewest_json(model, card, setup))
     result.update({
         "peak_components": memory.peak_components(),
         "rule_of_thumb_split": rule_of_thumb_split(model.summary.parameters),
@@ -101,7 +100,7 @@ def run(args) -> int:
     if args.compare_methods:
         methods = compare_methods(model.summary, model.spec, setup, layout, traits,
                                   capacity=budget)
-        result["methods"] = {method: compared.to_json() for method, compared in methods.items()}
+        result.update(methods_json(methods))
     if args.json:
         print_json(result)
         return 0

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import streamlit as st
 
+from calculator.answers_training import STRATEGY_LABELS, fewest_pick
 from calculator.budget import Budget
 from calculator.errors import CalculatorError
 from calculator.training import STRATEGIES, fewest_gpus, strategy_layout, training_memory
 from guide.charts import GIB, capacity_line
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, \
-    training_case
+    train_answer, training_case
 
 # Names of the strategies: technical terms, the same in both languages, except the word
 # for offloading (distributed.label_offload).
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
-LABELS = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
-          "tensor": "TP", "pipeline": "PP", "tensor-pipeline": "TP × PP"}
+LABELS = STRATEGY_LABELS
 
 
 def label(ctx: Context, strategy: str) -> str:
@@ -71,20 +71,27 @@ def render(ctx: Context) -> None:
         })
     st.dataframe(rows, hide_index=True)
     # The fewest GPUs without offload, then offload's answer with the host memory it needs.
-    fitting = [(fewest.gpus, STRATEGIES.index(s), s) for s, _, fewest in results
-               if fewest.gpus and s != "zero3-offload"]
+    pick = fewest_pick([fewest.to_json() for _, _, fewest in results])
     offload = next(fewest for s, _, fewest in results if s == "zero3-offload")
-    if fitting:
-        count, _, strategy = min(fitting)
-        st.success(ctx.t("distributed.fewest", gpus=count, strategy=label(ctx, strategy), gpu=gpu.name))
+    if pick["gpus"]:
+        st.success(ctx.t("distributed.fewest", gpus=pick["gpus"], strategy=label(ctx, pick["strategy"]), gpu=gpu.name))
     else:
         st.error(ctx.t("distributed.none", gpu=gpu.name))
-    if offload.gpus and (not fitting or offload.gpus < min(fitting)[0]):
+    if pick["offload_gpus"]:
         st.info(ctx.t("distributed.offload", gpus=offload.gpus, cpu=format_bytes(offload.memory.cpu_bytes, lang)))
     st.caption(ctx.t("distributed.caption", gpus=gpus))
     st.caption(ctx.t("distributed.accumulation", micro=setup.micro_batch, accumulation=setup.gradient_accumulation,
                      sequences=format_count(setup.sequences_per_step, lang),
                      sequence=format_count(setup.sequence, lang)))
+    answer_with(ctx, paste_answer(inputs, setup))
+
+
+def paste_answer(inputs, setup):
+    """`train --gpu`'s answer: one GPU's step, and the fewest of these GPUs by strategy."""
+    from calculator.verdicts import largest_micro_batch_answer
+
+    answer = largest_micro_batch_answer(inputs.model, inputs.card, setup)
+    return train_answer(inputs, setup, answer, extra=("--accumulation", str(setup.gradient_accumulation)))
 
 
 WIDGET = Widget(

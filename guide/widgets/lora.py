@@ -12,9 +12,9 @@ from calculator.errors import CalculatorError
 from calculator.training import METHODS, compare_methods, kbit_upcast_bytes, unconverted_expert_parameters
 from guide.charts import capacity_line
 from guide.format import escape_markdown, format_bytes, format_count, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, \
-    softcap_caveat, training_case
+    softcap_caveat, train_answer, training_case
 
 
 
@@ -67,6 +67,16 @@ def render(ctx: Context) -> None:
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("lora.caption", targets=escape_markdown(targets, 80), rank=rank))
     softcap_caveat(ctx, model)
+    answer_with(ctx, paste_answer(inputs, setup, methods, rank, targets))
+
+
+def paste_answer(inputs, setup, methods, rank: int, targets: str):
+    """`train --compare-methods`'s answer: the three methods' peaks and largest micro-batches."""
+    from calculator.verdicts import largest_micro_batch_answer
+
+    answer = largest_micro_batch_answer(inputs.model, inputs.card, setup)
+    extra = ("--lora-rank", str(rank), "--lora-targets", targets, "--compare-methods")
+    return train_answer(inputs, setup, answer, methods=methods, extra=extra)
 
 
 WIDGET = Widget(

@@ -12,7 +12,7 @@ from calculator.workload_speed import workload_speed
 from calculator.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.widgets.common import case_inputs
 
 SHOWN = ("float32", "float16", "bfloat16", "int8", "int4", "bnb-nf4", "gptq-4bit")
@@ -52,6 +52,23 @@ def render(ctx: Context) -> None:
                + " " + ctx.t("precision.marks", batch=batch))
     if not gpu.has_bf16_tensor_cores:
         st.info(ctx.t("precision.no_bf16", gpu=gpu.name))
+    answer_with(ctx, paste_answer(inputs, work, batch))
+
+
+def paste_answer(inputs, work, batch: int):
+    """`speed --dtypes ...` at this batch: each plain precision's speed and verdict (its JSON, as `speed --json`
+    writes it)."""
+    from calculator.answers import answer_for
+    from calculator.answers_parallel import speed_json
+
+    from calculator.precision import DTYPES
+
+    answered = [dtype for dtype in SHOWN if dtype in DTYPES]  # the command's precisions (not bnb-nf4, gptq-4bit)
+    typed = inputs.model.key or inputs.model.name
+    argv = (typed, "--gpu", inputs.card.key, "--dtypes", *answered, "--workload", work.workload,
+            "--prompt", str(inputs.prompt), "--new-tokens", str(inputs.new_tokens), "--sequence", str(inputs.prompt),
+            "--batches", str(batch))
+    return answer_for("speed", speed_json(inputs.model, inputs.card, answered, work, [batch]), argv, typed)
 
 
 WIDGET = Widget(

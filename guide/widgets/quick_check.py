@@ -8,7 +8,7 @@ import streamlit as st
 from calculator.precision import bytes_per_param
 from calculator.verdicts import load_answer
 from guide.format import format_billions, format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.widgets.common import case_inputs, readings_row
 
 DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
@@ -18,6 +18,16 @@ def answer_for(inputs):
     """The page's request to the engine (pure: the parity test calls it without Streamlit); a
     quantization format in the case is read as bfloat16 here."""
     return load_answer(inputs.model, inputs.card, inputs.dtype if inputs.dtype in DTYPES else "bfloat16")
+
+
+def paste_answer(model, card, dtype: str):
+    """`estimate MODEL --gpu CARD --dtypes DTYPE`'s answer: its JSON (answers_estimate), its verdict."""
+    from calculator.answers import answer_for as answer_of
+    from calculator.answers_estimate import estimate_json
+
+    typed = model.key or model.name
+    argv = (typed, "--gpu", card.key, "--dtypes", dtype)
+    return answer_of("estimate", estimate_json(model, (dtype,), card), argv, typed)
 
 
 def render(ctx: Context) -> None:
@@ -35,6 +45,8 @@ def render(ctx: Context) -> None:
     readings_row(ctx, answer.detail, card)
     message = ctx.t(f"quick_check.verdict_{verdict}", gpu=card.name, model=inputs.model.name)
     {"fits": st.success, "tight": st.warning, "too_big": st.error}[verdict](message)
+    if inputs.model.source in ("catalog", "hub"):  # a command line can name it (not an upload)
+        answer_with(ctx, paste_answer(inputs.model, card, dtype))
 
 
 WIDGET = Widget(

@@ -11,7 +11,7 @@ from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import serve
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.common import case_inputs, tokens_input
 from guide.widgets.serving_inputs import case_count, kv_picker, serving_case
 
@@ -37,7 +37,7 @@ def render(ctx: Context) -> None:
     prefix = tokens_input(ctx, "serving.shared_prefix", "svc_prefix", 0, low=0, container=c5)
     try:
         plan = serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=context, tensor=tensor,
-                     shared_prefix=min(prefix, context), layouts=False)
+                     shared_prefix=min(prefix, context))  # with the layouts, as the answer's command
         limit = model.spec.max_positions or context
         lengths = lengths_up_to(limit, context)
         curve = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, tensor=tensor,
@@ -71,6 +71,18 @@ def render(ctx: Context) -> None:
                          gpu=gpu.name, pool=format_count(r.kv_tokens, lang), concurrency=f"{r.max_concurrency:.2f}", log_tokens=f"{context:,}"))
     if plan.replica.kv_groups > 1 or any(g.window for g in model.spec.attention):
         st.caption(ctx.t("serving.window_caption"))
+    answer_with(ctx, paste_answer(model, plan, tensor, min(prefix, context)))
+
+
+def paste_answer(model, plan, tensor: int, prefix: int):
+    """`serve --kv-dtype --context [--shared-prefix]`'s answer: the sequences that hold their cache at once."""
+    from calculator.answers import answer_for
+    from calculator.answers_serving import serve_json
+
+    typed = model.key or model.name
+    argv = (typed, "--gpu", plan.gpu, "--dtype", plan.dtype, "--kv-dtype", plan.kv_dtype, "--context", str(plan.context),
+            "--tensor", str(tensor), *(("--shared-prefix", str(prefix)) if prefix else ()))
+    return answer_for("serve", serve_json(model, plan), argv, typed)
 
 
 WIDGET = Widget(

@@ -24,7 +24,9 @@ def paste_answer(model, plan, users: int, tensor: int):
     typed = model.key or model.name
     argv = (typed, "--gpu", plan.gpu, "--dtype", plan.dtype, "--kv-dtype", plan.kv_dtype, "--context", str(plan.context),
             "--users", str(users), "--tensor", str(tensor), "--engine", plan.engine)
-    data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
+    from calculator.answers_serving import serve_json
+
+    data = serve_json(model, plan)
     return answer_of("serve", data, argv, typed)
 
 

@@ -85,7 +85,9 @@ def _answer(model, plan, utilization, batched):
             "--max-num-batched-tokens", str(batched)]
     if utilization is not None:
         argv += ["--gpu-memory-utilization", f"{utilization:g}"]
-    data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
+    from calculator.answers_serving import serve_json
+
+    data = serve_json(model, plan)
     return answer_for("serve", data, tuple(argv), typed)
 
 

@@ -13,7 +13,7 @@ from calculator.llama_cpp import bytes_per_value
 from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.widgets.common import case_inputs
 from guide.widgets.serving_inputs import (case_count, count_input, engine_picker, kv_picker, limit_input, serving_case,
                                           share_input)
@@ -64,7 +64,7 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
     lang = ctx.lang
     plan = serve(model, gpu, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
                  max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload, tensor=tensor,
-                 users=users, layouts=False)
+                 users=users)  # with the layouts: the answer names the fewest GPUs when these do not serve
     r = plan.replica
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(ctx.t("serving.part_weights"), format_bytes(r.weights_bytes_per_gpu, lang))
@@ -91,6 +91,21 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
             command += f" --cpu-offload-gb {offload:g}"
         st.caption(ctx.t("serving.sglang_settings_caption"))
     st.code(command, language="bash", wrap_lines=True)
+    answer_with(ctx, paste_answer(model, plan, tensor, utilization, seqs, batched, offload))
+
+
+def paste_answer(model, plan, tensor: int, utilization, seqs, batched, offload: float):
+    """`serve`'s answer with the engine flags the reader set (an empty one is the engine's default)."""
+    from calculator.answers import answer_for
+    from calculator.answers_serving import serve_json
+
+    typed = model.key or model.name
+    flags = {"--gpu-memory-utilization": utilization, "--max-num-seqs": seqs, "--max-num-batched-tokens": batched,
+             "--cpu-offload-gb": offload or None}
+    argv = (typed, "--gpu", plan.gpu, "--engine", plan.engine, "--dtype", plan.dtype, "--kv-dtype", plan.kv_dtype,
+            "--context", str(plan.context), "--users", str(plan.users), "--tensor", str(tensor),
+            *(item for flag, value in flags.items() if value is not None for item in (flag, f"{value:g}")))
+    return answer_for("serve", serve_json(model, plan), argv, typed)
 
 
 def _llamacpp(ctx, model, context, slots, ngl, cache_type) -> None:

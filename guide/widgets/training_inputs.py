@@ -103,3 +103,21 @@ def positions_note(ctx: Context, model: Model, sequence: int) -> bool:
         st.error(ctx.t("error.context_too_long", tokens=sequence, limit=limit))
         return True
     return False
+
+
+def train_answer(inputs, setup, answer, layout=None, methods=None, extra: tuple[str, ...] = ()):
+    """The train command's answer for this step: its JSON (answers_training, as `train --json`
+    writes it), the command line that reproduces it (`extra`: this calculator's own options)."""
+    from calculator.answers import answer_for
+    from calculator.answers_training import fewest_json, methods_json, train_json
+    from calculator.training import Layout
+
+    typed = inputs.model.key or inputs.model.name
+    argv = (typed, "--gpu", inputs.card.key, "--method", setup.method, "--precision", setup.precision,
+            "--optimizer", setup.optimizer, "--batch", str(setup.micro_batch), "--sequence", str(setup.sequence),
+            "--checkpointing", setup.checkpointing, *extra)
+    data = {**train_json(inputs.model, inputs.card, setup, layout or Layout(), answer),
+            **fewest_json(inputs.model, inputs.card, setup)}
+    if methods is not None:
+        data.update(methods_json(methods))
+    return answer_for("train", data, argv, typed)

@@ -15,7 +15,7 @@ from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_e
 from calculator.budget import Budget
 from guide.widgets.common import readings_row
 from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, positions_note, \
-    softcap_caveat, training_case
+    softcap_caveat, train_answer, training_case
 
 
 
@@ -26,15 +26,7 @@ def answer_for(inputs, setup):
 
 def paste_answer(inputs, setup, answer):
     """The train command's answer for this step (the core of `train --json`, answers_training)."""
-    from calculator.answers import answer_for as answer_of
-    from calculator.answers_training import train_json
-    from calculator.training import Layout
-
-    typed = inputs.model.key or inputs.model.name
-    argv = (typed, "--gpu", inputs.card.key, "--method", setup.method, "--precision", setup.precision,
-            "--optimizer", setup.optimizer, "--batch", str(setup.micro_batch), "--sequence", str(setup.sequence),
-            "--checkpointing", setup.checkpointing)
-    return answer_of("train", train_json(inputs.model, inputs.card, setup, Layout(), answer), argv, typed)
+    return train_answer(inputs, setup, answer)
 
 
 def render(ctx: Context) -> None:

@@ -10,8 +10,8 @@ from calculator.errors import CalculatorError
 from calculator.training import ZERO_STAGES, Layout, training_memory
 from guide.charts import capacity_line
 from guide.format import format_bytes
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
-from guide.widgets.training_inputs import component_chart, number, peak_parts, training_case
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
+from guide.widgets.training_inputs import component_chart, number, peak_parts, train_answer, training_case
 
 
 
@@ -73,6 +73,21 @@ def render(ctx: Context) -> None:
         })
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("zero.caption", n=counts[-1]))
+    layout = Layout(counts[-1], zero=int(stage), offload_optimizer=offload, offload_parameters=offload_params,
+                    accounting=accounting)
+    answer_with(ctx, paste_answer(inputs, setup, layout))
+
+
+def paste_answer(inputs, setup, layout):
+    """`train --gpus N --zero S`'s answer: one GPU's peak at the largest count the chart shows."""
+    from calculator.verdicts import largest_micro_batch_answer
+
+    extra = ("--gpus", str(layout.gpus), "--zero", str(layout.zero),
+             *(("--offload-optimizer",) if layout.offload_optimizer else ()),
+             *(("--offload-params",) if layout.offload_parameters else ()),
+             *(("--accounting", layout.accounting) if layout.accounting != "paper" else ()))
+    answer = largest_micro_batch_answer(inputs.model, inputs.card, setup, layout)
+    return train_answer(inputs, setup, answer, layout, extra=extra)
 
 
 WIDGET = Widget(
