@@ -76,6 +76,6 @@ WIDGET = Widget(
     name="serving-gpus",
     render=render,
     params=(Param("svg_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("svg_gpu", "NVIDIA L4"), Param("svg_dtype", "float8", "choice"),
-            Param("svg_kv", "float8", "choice"), Param("svg_users", "200", "int"), Param("svg_context", "8192", "int"),
+            Param("svg_kv", "float8", "choice"), Param("svg_users", "200", "int"), Param("svg_context", "16384", "int"),
             Param("svg_engine", "sglang", "choice")),
 )

@@ -78,5 +78,5 @@ WIDGET = Widget(
     name="serving-multi-gpu",
     render=render,
     params=(Param("svt_model", "Qwen/Qwen2.5-7B", "choice"), gpu_param("svt_gpu", "NVIDIA L4"), Param("svt_gpus", "2", "int"),
-            Param("svt_dtype", "float16", "choice"), Param("svt_batch", "8", "int"), Param("svt_context", "8192", "int")),
+            Param("svt_dtype", "float16", "choice"), Param("svt_batch", "8", "int"), Param("svt_context", "16384", "int")),
 )

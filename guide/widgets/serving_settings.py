@@ -113,7 +113,7 @@ WIDGET = Widget(
             gpu_param("sve_gpu", "NVIDIA A100 80GB SXM", given=(("sve_engine", "vllm"),)),
             Param("sve_context", "4096", "int"),
             Param("sve_kv", "float8", "choice"), Param("sve_util", "0.8", "float"), Param("sve_seqs", "16", "int"),
-            Param("sve_batched", "8192", "int"), Param("sve_offload", "2", "float"),
+            Param("sve_batched", "4096", "int"), Param("sve_offload", "2", "float"),
             Param("sve_slots", "2", "int", given=(("sve_engine", "llama.cpp"), ("sve_ngl", "20"))),
             Param("sve_ngl", "20", "int", given=(("sve_engine", "llama.cpp"),)),
             Param("sve_cache", "q8_0", "choice", given=(("sve_engine", "llama.cpp"),))),
