@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from calculator.messages import text
+from calculator.training.setup import FINE_TUNING_DEFAULTS as TRAIN
 from guide.case import Case
 from guide.typography import for_language
 
@@ -110,8 +111,10 @@ CHAPTERS: tuple[Chapter, ...] = (
         icon=":material/model_training:",
         anchors=("training-memory", "optimizer-states", "activations", "lora", "zero", "distributed", "accuracy"),
         case=("model", "gpu", "method", "precision", "optimizer", "checkpointing", "batch", "sequence"),
-        defaults=Case(model="llama-3.1-8b", gpu="a100-80gb", batch=4, sequence=2048, method="lora",
-                      precision="bf16-autocast", optimizer="adamw", checkpointing="full"),
+        # the training choices are the `train` command's defaults (calculator/training/setup.py)
+        defaults=Case(model="llama-3.1-8b", gpu="a100-80gb", batch=TRAIN.micro_batch, sequence=TRAIN.sequence,
+                      method=TRAIN.method, precision=TRAIN.precision, optimizer=TRAIN.optimizer,
+                      checkpointing=TRAIN.checkpointing),
     ),
     Chapter(
         slug="estimator",

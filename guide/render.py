@@ -21,7 +21,7 @@ from guide.i18n import LANGUAGE_NAMES, current_language, remember_language, t
 from guide.markdown import ChapterList, Heading, Text, WidgetSlot, localize_links, parse
 from guide.typography import for_language
 from guide.url_values import dropped, refuse_bad_values
-from guide.widgets import Context, registry, render_widget
+from guide.widgets import Context, registry, render_widget, url_kinds
 
 # The front-end code lives in assets/ (DESIGN.md): the styles, and one HTML fragment per script.
 # What a script needs from Python (a localized message, a selector) is written into data-
@@ -45,7 +45,7 @@ def _blocks(path: Path):
 
 
 def render_page(slug: str) -> None:
-    refused = refuse_bad_values()  # before any widget: values Streamlit cannot read never reach it
+    refused = refuse_bad_values(url_kinds())  # before any widget: values Streamlit cannot read never reach it
     chapter = chapters.by_slug(slug)
     lang = current_language()
     unknown = remember_language(lang)

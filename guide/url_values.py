@@ -3,8 +3,9 @@
 Streamlit seeds a widget bound to the URL (`bind="query-params"`) from the link's value while
 the widget is being drawn; `inf`, `-inf`, `1e309` or a 400-digit integer in a number field
 raise inside its deserializer, and the page stops there with a generic English error. So the
-page's first step, before any widget (guide/render.render_page), is `refuse_bad_values()`:
-it checks the values of every parameter a widget declares (guide.widgets.registry()) and of
+page's first step, before any widget (guide/render.render_page), is `refuse_bad_values(url_kinds())`:
+it checks the values of every parameter a widget declares, by its declared kind
+(guide.widgets.url_kinds(), which the page passes in), and of
 the chapter case's parameters (batch, prompt, new_tokens, sequence as numbers; model, gpu,
 dtype as short printable names), and takes the ones a calculator cannot use out of the
 parameters Streamlit seeds from. The widget then starts from its default, and the reader is
@@ -18,7 +19,6 @@ rewrites the address without its fragment, so the page asks the browser to do it
 
 from __future__ import annotations
 
-from functools import lru_cache
 import math
 import re
 
@@ -34,18 +34,15 @@ _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _STATE_KEY = "_guide_url_refused"
 
 
-@lru_cache(maxsize=1)
-def parameter_kinds() -> dict[str, str]:
-    """Every parameter a link can carry: "number", "text" (the case's names: a catalog model,
-    a Hub id, a GPU, a dtype) or "free" (a widget's own text, such as a pasted error message:
-    Streamlit takes any string). A widget's parameter is a number when its declared example
-    is one (tests/test_url_values.py checks that against the widget each parameter is)."""
-    from guide.widgets import registry
-
+def parameter_kinds(declared: dict[str, str]) -> dict[str, str]:
+    """Every parameter a link can carry, as the check it gets: "number", "text" (the case's
+    names: a catalog model, a Hub id, a GPU, a dtype) or "free" (any string Streamlit takes: a
+    widget's choice, which it matches against its options, or a pasted error message).
+    `declared`: each widget parameter's declared kind (guide.widgets.url_kinds), passed in by
+    the page so that this module, which the widgets' frame imports, never imports the widgets."""
     kinds = {key: "number" for key in CASE_NUMBERS} | {key: "text" for key in CASE_TEXTS}
-    for widget in registry().values():
-        for param in widget.params:
-            kinds.setdefault(param.key, "number" if _NUMBER.match(param.example.strip()) else "free")
+    for key, kind in declared.items():
+        kinds.setdefault(key, "number" if kind in ("int", "float") else "free")
     return kinds
 
 
@@ -65,10 +62,11 @@ def usable(kind: str, raw: str) -> bool:
     return len(raw) <= MAX_TEXT_CHARS and raw.isprintable()
 
 
-def refuse_bad_values() -> dict[str, list[str]]:
+def refuse_bad_values(declared: dict[str, str]) -> dict[str, list[str]]:
     """Take every unusable value out of the parameters Streamlit seeds widgets from, before
-    any widget is drawn. Returns (and keeps for this run) what was taken: name -> values."""
-    kinds = parameter_kinds()
+    any widget is drawn (`declared`: the widget parameters' kinds, guide.widgets.url_kinds).
+    Returns (and keeps for this run) what was taken: name -> values."""
+    kinds = parameter_kinds(declared)
     refused: dict[str, list[str]] = {}
     for key in list(st.query_params):
         kind = kinds.get(key)

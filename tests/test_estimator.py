@@ -99,7 +99,7 @@ def test_markdown_export_is_the_table_shown():
 def test_csv_holds_the_cli_rows():
     from calculator.estimate import rows_for
     from calculator.model import resolve
-    from guide.widgets.estimate_table import to_csv
+    from guide.inputs.estimate_table import to_csv
 
     at = estimator(es_model="openai-community/gpt2", es_dtypes=["float32", "bfloat16", "int4"])
     button = at.get("download_button")[0]

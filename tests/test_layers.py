@@ -2,7 +2,7 @@
 a model is resolved in one place (calculator/model.py), and no file grows past ~500 lines.
 
 A model id followed from a widget to its count enters at most four files: the widget, the
-widgets' shared inputs (guide/widgets/common.py), the model seam and the meta-device counter.
+widgets' shared inputs (guide/inputs/common.py), the model seam and the meta-device counter.
 From a CLI command: the command, its shared options (commands/_common.py), the seam, the counter.
 """
 
@@ -76,11 +76,11 @@ def test_only_the_seam_reaches_behind_it():
 
 
 def test_a_widget_reaches_the_count_in_four_files():
-    """estimator widget -> widgets/common.py (case_inputs) -> calculator/model.py -> meta.py."""
+    """estimator widget -> inputs/common.py (case_inputs) -> calculator/model.py -> meta.py."""
     widget = imports_of(ROOT / "guide/widgets/estimator.py")
-    common = imports_of(ROOT / "guide/widgets/common.py")
+    common = imports_of(ROOT / "guide/inputs/common.py")
     seam = imports_of(ROOT / "calculator/model.py")
-    assert "guide.widgets.common" in widget and not widget & BEHIND_THE_SEAM
+    assert "guide.inputs.common" in widget and not widget & BEHIND_THE_SEAM
     assert "calculator.model" in common and not common & BEHIND_THE_SEAM
     assert "calculator.meta" in seam
 
@@ -96,3 +96,28 @@ def test_a_command_reaches_the_count_in_four_files():
 def test_no_file_is_over_500_lines(path):
     lines = path.read_text(encoding="utf-8").count("\n")
     assert lines <= 500, f"{module_name(path)}: {lines} lines; split it along its seams"
+
+
+def test_no_two_page_modules_import_each_other():
+    """An import circle (guide/url_values.py and the widgets' frame once imported each other)
+    works only by the order in which Python happens to load them: the widget package reaches
+    the URL checks, and the page hands them what the widgets declare."""
+    page = {module_name(p): imports_of(p) for p in SOURCES if p.parts[-2] != "calculator" and "guide" in p.parts}
+    circles = sorted((a, b) for a in page for b in page if a < b and b in page[a] and a in page[b])
+    assert not circles, circles
+
+
+def declares_a_widget(path: Path) -> bool:
+    """Whether a module assigns WIDGET at its top level (what the registry looks for)."""
+    return any(isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "WIDGET" for t in node.targets)
+               for node in ast.parse(path.read_text(encoding="utf-8")).body)
+
+
+def test_the_widget_package_holds_only_widgets():
+    """The registry imports every module of guide/widgets/ as a widget: shared inputs and
+    figures live in guide/inputs/."""
+    modules = [p for p in (ROOT / "guide/widgets").glob("*.py") if p.name != "__init__.py"]
+    assert len(modules) > 30
+    assert [module_name(p) for p in modules if not declares_a_widget(p)] == []
+    assert declares_a_widget(ROOT / "guide/widgets/estimator.py")
+    assert not declares_a_widget(ROOT / "guide/inputs/common.py")

@@ -37,7 +37,7 @@ def test_what_is_not_a_whole_number_in_range_is_refused(value):
 
 def test_the_case_bar_and_the_overrides_take_the_engines_bounds():
     from guide.case import WHOLE_NUMBERS, whole_number
-    from guide.widgets.common import OVERRIDE_NUMBERS
+    from guide.inputs.common import OVERRIDE_NUMBERS
 
     assert OVERRIDE_NUMBERS == WHOLE_NUMBERS == {name: LIMITS[name].high for name in WHOLE_NUMBERS}
     assert whole_number("5000", WHOLE_NUMBERS["batch"]) == 5000 == check("batch", 5000)  # one answer everywhere

@@ -26,9 +26,9 @@ from calculator.speed import NETWORKS_GBS
 from guide import chapters
 from guide.widgets import (batch_size, context_memory, data_parallel, pipeline_split, quant_formats, quick_check,
                            tensor_parallel, training_memory)
-from guide.widgets.common import Inputs
-from guide.widgets.training_inputs import setup_of
-from guide.widgets.workload_inputs import work_of
+from guide.inputs.common import Inputs
+from guide.inputs.training import setup_of
+from guide.inputs.workload import work_of
 from tests.apptest import fingerprint, open_page
 
 MODELS = [entry.key for entry in catalog.entries()]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from calculator.gpus import gpus
 from guide import chapters
 from guide.markdown import Heading, parse, widget_names
 from guide.url_values import CASE_NUMBERS, CASE_TEXTS, parameter_kinds, usable
-from guide.widgets import registry
+from guide.widgets import registry, url_kinds
 from tests.apptest import open_page
 
 UNREADABLE = ["inf", "-inf", "Infinity", "1e309", "9" * 400, "-" + "9" * 400, "NaN", "1e30", "0x10", "1_000", ""]
@@ -29,36 +30,46 @@ def test_texts():
     assert usable("text", "meta-llama/Llama-3.1-8B") and usable("text", "modèle/🤖")
     assert not usable("text", "x" * 301) and not usable("text", "a\nb") and not usable("text", "\x00")
     assert usable("free", "torch.OutOfMemoryError: CUDA out of memory.\n" * 20)  # a widget's own text
-    assert parameter_kinds()["om_text"] == "free"
+    assert url_kinds()["om_text"] == "text" and parameter_kinds(url_kinds())["om_text"] == "free"
 
 
 def test_the_case_parameters_are_known():
-    kinds = parameter_kinds()
+    kinds = parameter_kinds(url_kinds())
     assert all(kinds[k] == "number" for k in CASE_NUMBERS) and all(kinds[k] == "text" for k in CASE_TEXTS)
 
 
-def test_every_widget_parameter_has_the_kind_of_its_widget():
-    """Every number field and slider is checked as a number (its kind comes from its declared
-    example); so may be a choice among numbers (a tensor-parallel degree), never a text."""
-    kinds = parameter_kinds()
-    numbers, numeric_choices, seen = set(), set(), set()
+# What a declared kind may be drawn as (guide/widgets/__init__.py: KINDS).
+DRAWN_AS = {"int": ("number_input", "slider", "selectbox", "radio"), "float": ("number_input", "slider"),
+            "choice": ("selectbox", "radio", "multiselect"), "gpu": ("selectbox", "multiselect"),
+            "bool": ("checkbox",), "text": ("text_input", "text_area")}
+
+
+def test_every_widget_parameter_declares_the_kind_of_its_widget():
+    """A parameter's declared kind is the widget it binds: a number field or slider holds an
+    int or a float (a float field only when its value is one), a choice among numbers an int,
+    a checkbox a bool, a text box text, a GPU picker a catalog key written as the card's name."""
+    declared = url_kinds()
+    drawn: dict[str, tuple[str, object]] = {}
     for chapter in chapters.CHAPTERS:
         names = widget_names(parse(chapter.content_path("en").read_text()))
         keys = {p.key for name in names for p in registry()[name].params}
         if not keys:
             continue
         at = open_page(chapter.slug, "en")
-        numbers |= {w.key for w in [*at.number_input, *at.slider] if w.key in keys}
-        numeric_choices |= {w.key for w in [*at.selectbox, *at.radio]
-                            if w.key in keys and all(usable("number", str(o)) for o in w.options)}
-        seen |= {w.key for kind in (at.number_input, at.slider, at.selectbox, at.text_input, at.multiselect,
-                                     at.checkbox, at.radio, at.text_area) for w in kind if w.key in keys}
-    assert numbers
-    for key in seen:
-        if key in numbers:
-            assert kinds[key] == "number", key
-        elif kinds[key] == "number":
-            assert key in numeric_choices, key
+        for finder in ("number_input", "slider", "selectbox", "radio", "multiselect", "checkbox", "text_input",
+                       "text_area"):
+            drawn |= {w.key: (finder, w) for w in getattr(at, finder) if w.key in keys}
+    assert len(drawn) > 60
+    for key, (finder, widget) in drawn.items():
+        kind = declared[key]
+        assert finder in DRAWN_AS[kind], f"{key}: declared {kind}, drawn as {finder}"
+        options = list(getattr(widget, "options", ()))
+        if kind == "int" and finder in ("selectbox", "radio"):
+            assert all(usable("number", str(o)) for o in options), key
+        if kind == "gpu":  # the options shown are the cards' names, which the URL holds
+            assert {str(o) for o in options} <= {card.name for card in gpus().values()}, key
+        if finder == "number_input" and widget.value is not None:
+            assert isinstance(widget.value, float) == (kind == "float"), f"{key}: declared {kind}, holds {widget.value!r}"
 
 
 def last_heading(chapter, lang: str) -> str:

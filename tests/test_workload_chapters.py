@@ -16,8 +16,8 @@ from calculator.serving_plan import serve
 from calculator.workloads import length_of, lengths_at, shape, varies
 from guide import chapters
 from guide.widgets import context_memory, quant_formats, training_memory
-from guide.widgets.common import Inputs
-from guide.widgets.training_inputs import setup_of
+from guide.inputs.common import Inputs
+from guide.inputs.training import setup_of
 from tests.test_cli import cli
 
 T4 = gpu("t4")

@@ -18,20 +18,26 @@ COMPONENT_NAMES = {"weights": "weights", "master": "float32 master copy", "gradi
 
 
 def register(commands, shared) -> None:
-    from ..training import (ACCOUNTINGS, ADAPTER_DTYPES, ATTENTION, CHECKPOINTING, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS,
-                            PRECISIONS)
+    from ..training import (ACCOUNTINGS, ADAPTER_DTYPES, ATTENTION, CHECKPOINTING, FINE_TUNING_DEFAULTS, METHODS,
+                            OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS)
+
+    chapter = FINE_TUNING_DEFAULTS  # the fine-tuning chapter's case: the same step on the page and here
 
     p = add_command(commands, "train", shared, ("model", "trust", "units", "json"), run,
                     help="memory of a training step per GPU: weights, gradients, optimizer, activations")
-    p.add_argument("--method", choices=METHODS, default="full", help="full fine-tuning, LoRA or QLoRA (default full)")
-    p.add_argument("--precision", choices=PRECISIONS, default="mixed",
-                   help="mixed: 16-bit weights and gradients, float32 master and states (default); bfloat16: all "
-                        "16-bit; float32; amp: float32 weights under torch.autocast")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    p.add_argument("--method", choices=METHODS, default=chapter.method,
+                   help=f"full fine-tuning, LoRA or QLoRA (default {chapter.method})")
+    p.add_argument("--precision", choices=PRECISIONS, default=chapter.precision,
+                   help="mixed: 16-bit weights and gradients, float32 master and states; bfloat16: all 16-bit; "
+                        "float32; amp: float32 weights under torch.autocast; bf16-autocast: the Trainer's bf16=True on a "
+                        f"16-bit checkpoint, no float32 master copy (default {chapter.precision})")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=chapter.optimizer)
     p.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="fused",
                    help="PyTorch's fused kernel (default), foreach (a temporary per tensor) or for-loop")
-    p.add_argument("--batch", type=int, default=1, help="micro-batch: sequences per GPU per step (default 1)")
-    p.add_argument("--sequence", type=int, default=2048, help="tokens per sequence (default 2048)")
+    p.add_argument("--batch", type=int, default=chapter.micro_batch,
+                   help=f"micro-batch: sequences per GPU per step (default {chapter.micro_batch})")
+    p.add_argument("--sequence", type=int, default=chapter.sequence,
+                   help=f"tokens per sequence (default {chapter.sequence})")
     p.add_argument("--checkpointing", choices=CHECKPOINTING, default=None,
                    help="activation recomputation (default: full for LoRA and QLoRA, none for full fine-tuning)")
     p.add_argument("--attention", choices=ATTENTION, default="sdpa")

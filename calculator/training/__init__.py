@@ -59,7 +59,8 @@ from .quantized import (
     unconverted_expert_parameters,
 )
 from .setup import (
-    ACCOUNTINGS, ADAPTER_DTYPES, ALL_LINEAR, ATTENTION, AUTOCAST_PRECISIONS, CHECKPOINTING, DEVICES, GPUS_PER_NODE,
+    ACCOUNTINGS, ADAPTER_DTYPES, ALL_LINEAR, ATTENTION, AUTOCAST_PRECISIONS, CHECKPOINTING, DEVICES,
+    FINE_TUNING_DEFAULTS, GPUS_PER_NODE,
     MAX_BATCH, MAX_GPUS, MAX_RANK, MAX_TOKENS, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISION_BYTES, PRECISIONS,
     STRATEGIES, ZERO_STAGES, Layout, Precision, TrainingSetup, adapters_in_float32, check_layout, check_setup,
     float32_residual,
@@ -74,7 +75,7 @@ __all__ = [
     # setup
     "PRECISIONS", "OPTIMIZERS", "METHODS", "CHECKPOINTING", "ATTENTION", "OPTIMIZER_IMPLS", "DEVICES", "ACCOUNTINGS",
     "STRATEGIES", "ZERO_STAGES", "ALL_LINEAR", "MAX_TOKENS", "MAX_BATCH", "MAX_GPUS", "MAX_RANK", "GPUS_PER_NODE",
-    "Precision", "PRECISION_BYTES", "TrainingSetup", "Layout", "check_setup", "check_layout",
+    "Precision", "PRECISION_BYTES", "TrainingSetup", "FINE_TUNING_DEFAULTS", "Layout", "check_setup", "check_layout",
     # tensors
     "BNB_BLOCK", "BNB_MIN_8BIT", "BNB_QMAPS_BYTES", "NAME_ROLES", "linear_role", "TensorGroup", "full_tensors",
     "lora_modules", "lora_rank_of", "lora_parameters", "lora_tensors", "optimizer_state_bytes",

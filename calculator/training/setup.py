@@ -97,6 +97,14 @@ class TrainingSetup:
         return self.micro_batch * self.gradient_accumulation
 
 
+# The step the fine-tuning chapter's case and the `train` command both start from (DESIGN.md: a
+# command's defaults are the page's defaults for the same chapter case): LoRA under bf16
+# autocast, 4 sequences of 2,048 tokens, AdamW, full checkpointing (verdicts.default_checkpointing
+# of LoRA, which `train` applies when --checkpointing is not given).
+FINE_TUNING_DEFAULTS = TrainingSetup(method="lora", precision="bf16-autocast", optimizer="adamw", micro_batch=4,
+                                     sequence=2048, checkpointing="full")
+
+
 @dataclass(frozen=True)
 class Layout:
     """How the GPUs share the work: gpus = data x tensor x pipeline."""

@@ -28,18 +28,31 @@ from guide.markdown import localize_links
 _SLUGS = frozenset(chapter.slug for chapter in CHAPTERS if chapter.slug)
 
 
+# What a URL parameter holds. "int" and "float": a number field or slider, or a choice among
+# numbers (a tensor-parallel degree); "choice": one or several of a list of stable names (a
+# dtype, an engine, a model id); "bool": a checkbox; "text": whatever the reader types (a pasted
+# error message); "gpu": a GPU picker, which holds a catalog key and writes the card's name.
+KINDS = ("int", "float", "choice", "bool", "text", "gpu")
+
+
 @dataclass(frozen=True)
 class Param:
-    """A query parameter a widget binds, with a valid non-default value for the tests, and
-    the other values under which changing it must change the result (a network between
-    nodes only matters with several nodes)."""
+    """A query parameter a widget binds, of a declared kind (KINDS), with a valid non-default
+    value for the tests, and the other values under which changing it must change the result
+    (a network between nodes only matters with several nodes)."""
 
     key: str
     example: str
+    kind: str
     given: tuple[tuple[str, str], ...] = ()
-    # How the widget's value is written in the URL when that is not str(value): a GPU picker
-    # holds a catalog key and shows (and writes) the card's name.
-    form: Callable[[object], str] = str
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"parameter {self.key}: kind {self.kind!r} is not one of {KINDS}")
+
+    def form(self, value: object) -> str:
+        """How the widget's value is written in the URL: a GPU picker's key as the card's name."""
+        return gpu_name(value) if self.kind == "gpu" else str(value)
 
 
 def gpu_name(key: object) -> str:
@@ -50,7 +63,13 @@ def gpu_name(key: object) -> str:
 
 def gpu_param(key: str, example: str, given: tuple[tuple[str, str], ...] = ()) -> Param:
     """A GPU picker's parameter: the URL holds the card's name (NVIDIA L4), the widget its key."""
-    return Param(key, example, given, form=gpu_name)
+    return Param(key, example, "gpu", given)
+
+
+def url_kinds() -> dict[str, str]:
+    """The declared kind of every parameter a widget binds (guide/url_values.py checks a link's
+    values by it before any widget is drawn)."""
+    return {param.key: param.kind for widget in registry().values() for param in widget.params}
 
 
 @dataclass(frozen=True)
@@ -102,9 +121,9 @@ def render_widget(name: str, ctx: Context) -> None:
     with st.container(border=True, key=f"widget-{name}"):
         notice = st.empty()
         sent = {p.key: url_values.sent(p.key) for p in widget.params}  # refused values included
-        forms = {p.key: p.form for p in widget.params}
+        params = {p.key: p for p in widget.params}
         st.fragment(_guarded(widget.render))(ctx)
-        refused = [(key, raw) for key, raw in sent.items() if raw and not _url_value_taken(key, raw, forms[key])]
+        refused = [(key, raw) for key, raw in sent.items() if raw and not _url_value_taken(params[key], raw)]
         if refused:
             notice.warning(" ".join(
                 ctx.t("frame.bad_url_value", param=escape_markdown(key, 40), value=escape_markdown(", ".join(raw), 60))
@@ -144,25 +163,25 @@ def answer_with(ctx: Context, answer) -> None:
     ctx.answers.append(answer)
 
 
-def _url_value_taken(key: str, raw: list[str], form: Callable[[object], str] = str) -> bool:
-    """Whether the widget took the value the link gave it. Streamlit quietly drops a value it
-    cannot use (text in a number, an unknown option) or clamps it (a batch of 1e30), and
-    falls back to the default; the reader must be told."""
-    if key not in st.session_state:
+def _url_value_taken(param: Param, raw: list[str]) -> bool:
+    """Whether the widget took the value the link gave it, compared as the parameter's declared
+    kind. Streamlit quietly drops a value it cannot use (text in a number, an unknown option)
+    or clamps it (a batch of 1e30), and falls back to the default; the reader must be told."""
+    if param.key not in st.session_state:
         return True  # the widget was not drawn this time (a branch of the calculator)
-    value = st.session_state[key]
+    value = st.session_state[param.key]
     if value is None:  # an input left empty (the page's case): the link's value was not an option
         return not raw[-1].strip()
-    if isinstance(value, (list, tuple)):
-        return sorted(form(v) for v in value) == sorted(raw)
-    if isinstance(value, bool):
+    if isinstance(value, (list, tuple)):  # a multiselect: the link repeats the parameter
+        return sorted(param.form(v) for v in value) == sorted(raw)
+    if param.kind == "bool":
         return raw[-1].strip().lower() == str(value).lower()
-    if isinstance(value, (int, float)):
+    if param.kind in ("int", "float"):
         try:
             return float(raw[-1]) == float(value)
-        except ValueError:
+        except (TypeError, ValueError):
             return False
-    return raw[-1] == form(value)
+    return raw[-1] == param.form(value)
 
 
 def share_url(ctx: Context, keys: list[str] | tuple[str, ...]) -> str:

@@ -154,6 +154,6 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="accuracy",
     render=render,
-    params=(Param("acc_load", "false"), Param("acc_inference", "false"), Param("acc_training", "false"),
-            Param("acc_check", "true")),
+    params=(Param("acc_load", "false", "bool"), Param("acc_inference", "false", "bool"), Param("acc_training", "false", "bool"),
+            Param("acc_check", "true", "bool")),
 )

@@ -16,7 +16,7 @@ from calculator.training import ATTENTION, CHECKPOINTING, activation_model, kort
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, show_error
-from guide.widgets.training_inputs import positions_note, softcap_caveat, training_case
+from guide.inputs.training import positions_note, softcap_caveat, training_case
 
 
 
@@ -89,7 +89,7 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="activations",
     render=render,
-    params=(Param("ac_model", "google/gemma-2-9b"), gpu_param("ac_gpu", "NVIDIA H200 SXM"), Param("ac_precision", "float32"),
-            Param("ac_method", "full"), Param("ac_batch", "2"), Param("ac_sequence", "8192"),
-            Param("ac_attention", "eager")),
+    params=(Param("ac_model", "google/gemma-2-9b", "choice"), gpu_param("ac_gpu", "NVIDIA H200 SXM"), Param("ac_precision", "float32", "choice"),
+            Param("ac_method", "full", "choice"), Param("ac_batch", "2", "int"), Param("ac_sequence", "8192", "int"),
+            Param("ac_attention", "eager", "choice")),
 )

@@ -17,7 +17,7 @@ from calculator.workloads import shape
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
-from guide.widgets.common import case_inputs, readings_row
+from guide.inputs.common import case_inputs, readings_row
 
 
 def batch_sizes(largest: int, chosen: int = 1) -> list[int]:
@@ -89,7 +89,7 @@ def render(ctx: Context) -> None:
         _speed_table(ctx, model, gpu, dtype, inputs.prompt, inputs.new_tokens, sizes, largest)
     else:
         _workload_table(ctx, model, gpu, dtype, work, sizes, largest)
-    from guide.widgets.measured import job_time, measured_box
+    from guide.inputs.measured import job_time, measured_box
 
     at_case = workload_speed(model.summary, model.spec, gpu, dtype, inputs.batch, work)
     job_time(ctx, at_case, inputs.items)
@@ -156,7 +156,7 @@ def _workload_table(ctx: Context, model, gpu, dtype: str, work, sizes: list[int]
 WIDGET = Widget(
     name="batch-size",
     render=render,
-    params=(Param("bs_model", "mistralai/Mistral-7B-v0.1"), gpu_param("bs_gpu", "NVIDIA A100 80GB SXM"),
-            Param("bs_dtype", "int4"), Param("bs_prompt", "4096"), Param("bs_new", "64"),
-            Param("bs_measured", "900")),
+    params=(Param("bs_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("bs_gpu", "NVIDIA A100 80GB SXM"),
+            Param("bs_dtype", "int4", "choice"), Param("bs_prompt", "4096", "int"), Param("bs_new", "64", "int"),
+            Param("bs_measured", "900", "float")),
 )

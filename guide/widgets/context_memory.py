@@ -12,9 +12,9 @@ from calculator.verdicts import largest_context_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
-from guide.widgets.common import case_inputs, readings_row
-from guide.widgets.inference_inputs import attention_picker, inference_answer, kv_dtype_picker, mode_picker, moment
-from guide.widgets.workload_inputs import length_unit, work_of, workload_note
+from guide.inputs.common import case_inputs, readings_row
+from guide.inputs.inference import attention_picker, inference_answer, kv_dtype_picker, mode_picker, moment
+from guide.inputs.workload import length_unit, work_of, workload_note
 from calculator.workloads import length_of, lengths_at, varies
 
 POINTS = 60
@@ -138,7 +138,7 @@ def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, 
 WIDGET = Widget(
     name="context-memory",
     render=render,
-    params=(Param("cm_model", "mistralai/Mistral-7B-v0.1"), gpu_param("cm_gpu", "NVIDIA A100 80GB SXM"),
-            Param("cm_dtype", "int4"), Param("cm_batch", "16"), Param("cm_attention", "eager"),
-            Param("cm_mode", "loglikelihood"), Param("cm_kv", "float8")),
+    params=(Param("cm_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("cm_gpu", "NVIDIA A100 80GB SXM"),
+            Param("cm_dtype", "int4", "choice"), Param("cm_batch", "16", "int"), Param("cm_attention", "eager", "choice"),
+            Param("cm_mode", "loglikelihood", "choice"), Param("cm_kv", "float8", "choice")),
 )

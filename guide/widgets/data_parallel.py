@@ -12,7 +12,7 @@ from calculator.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
-from guide.widgets.common import case_inputs, tokens_input
+from guide.inputs.common import case_inputs, tokens_input
 
 
 
@@ -88,8 +88,8 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="data-parallel",
     render=render,
-    params=(Param("dp_model", "mistralai/Mistral-7B-v0.1"), gpu_param("dp_gpu", "NVIDIA H100 SXM"),
-            Param("dp_train", "true"), Param("dp_samples", "5000"), Param("dp_tokens", "2048"),
-            Param("dp_per_node", "4"), Param("dp_nodes", "4"),
-            Param("dp_network", "Ethernet 25 Gb/s", given=(("dp_train", "true"), ("dp_nodes", "4")))),
+    params=(Param("dp_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("dp_gpu", "NVIDIA H100 SXM"),
+            Param("dp_train", "true", "bool"), Param("dp_samples", "5000", "int"), Param("dp_tokens", "2048", "int"),
+            Param("dp_per_node", "4", "int"), Param("dp_nodes", "4", "int"),
+            Param("dp_network", "Ethernet 25 Gb/s", "choice", given=(("dp_train", "true"), ("dp_nodes", "4")))),
 )

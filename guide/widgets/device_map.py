@@ -16,7 +16,7 @@ from calculator.verdicts import offload_limits
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.common import case_inputs, tokens_input, url_choice
+from guide.inputs.common import case_inputs, tokens_input, url_choice
 
 DTYPES = ("bfloat16", "float16", "float32")
 COLOURS = {"gpu": "#2ca02c", "cpu": "#ff7f0e", "disk": "#d62728"}
@@ -151,9 +151,9 @@ def _verdict(ctx: Context, plan, cost, disk_gib: int | None, cpu_limit: int | No
 WIDGET = Widget(
     name="device-map",
     render=render,
-    params=(Param("om_model", "mistralai/Mistral-7B-v0.1"), gpu_param("om_gpu", "NVIDIA A100 80GB SXM"),
-            Param("om_dtype", "float32"), Param("om_quant", "bnb-nf4"),
-            Param("om_gpus", "2", given=(("om_gpu_gib", "6"),)),
-            Param("om_gpu_gib", "8"), Param("om_cpu_gib", "4"),
-            Param("om_disk_gib", "2", given=(("om_cpu_gib", "1"),))),
+    params=(Param("om_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("om_gpu", "NVIDIA A100 80GB SXM"),
+            Param("om_dtype", "float32", "choice"), Param("om_quant", "bnb-nf4", "choice"),
+            Param("om_gpus", "2", "int", given=(("om_gpu_gib", "6"),)),
+            Param("om_gpu_gib", "8", "int"), Param("om_cpu_gib", "4", "int"),
+            Param("om_disk_gib", "2", "int", given=(("om_cpu_gib", "1"),))),
 )

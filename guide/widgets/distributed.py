@@ -12,7 +12,7 @@ from calculator.training import STRATEGIES, fewest_gpus, strategy_layout, traini
 from guide.charts import GIB, capacity_line
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, \
+from guide.inputs.training import component_chart, number, peak_parts, positions_note, \
     train_answer, training_case
 
 # Names of the strategies: technical terms, the same in both languages, except the word
@@ -97,7 +97,7 @@ def paste_answer(inputs, setup):
 WIDGET = Widget(
     name="distributed",
     render=render,
-    params=(Param("di_model", "Qwen/Qwen2.5-7B"), gpu_param("di_gpu", "NVIDIA A100 40GB SXM"),
-            Param("di_gpus", "16"), Param("di_method", "qlora"), Param("di_checkpointing", "none"),
-            Param("di_batch", "2"), Param("di_sequence", "8192"), Param("di_accumulation", "2")),
+    params=(Param("di_model", "Qwen/Qwen2.5-7B", "choice"), gpu_param("di_gpu", "NVIDIA A100 40GB SXM"),
+            Param("di_gpus", "16", "int"), Param("di_method", "qlora", "choice"), Param("di_checkpointing", "none", "choice"),
+            Param("di_batch", "2", "int"), Param("di_sequence", "8192", "int"), Param("di_accumulation", "2", "int")),
 )

@@ -11,9 +11,9 @@ from calculator.snippets import SNIPPET_DTYPES, dummy_data_snippet
 from calculator.workloads import length_of, varies
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget
-from guide.widgets.common import case_inputs, readings_row
-from guide.widgets.inference_inputs import attention_picker, mode_picker
-from guide.widgets.workload_inputs import length_unit, work_of, workload_note
+from guide.inputs.common import case_inputs, readings_row
+from guide.inputs.inference import attention_picker, mode_picker
+from guide.inputs.workload import length_unit, work_of, workload_note
 
 
 
@@ -53,6 +53,6 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="dummy-data",
     render=render,
-    params=(Param("dd_model", "mistralai/Mistral-7B-v0.1"), Param("dd_batch", "32"), Param("dd_context", "16384"),
-            Param("dd_dtype", "float16"), Param("dd_attention", "eager"), Param("dd_mode", "loglikelihood")),
+    params=(Param("dd_model", "mistralai/Mistral-7B-v0.1", "choice"), Param("dd_batch", "32", "int"), Param("dd_context", "16384", "int"),
+            Param("dd_dtype", "float16", "choice"), Param("dd_attention", "eager", "choice"), Param("dd_mode", "loglikelihood", "choice")),
 )

@@ -19,8 +19,8 @@ from guide.charts import GIB, base_layout, capacity_line
 from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, share_note, show_error
 from guide.widgets import gpu_name
-from guide.widgets.common import case_inputs, counted_model, source_label
-from guide.widgets.estimate_table import parameters_line, records, table, to_csv, to_markdown
+from guide.inputs.common import case_inputs, counted_model, source_label
+from guide.inputs.estimate_table import parameters_line, records, table, to_csv, to_markdown
 
 OTHER_GPUS = ("a100-80gb",)  # compared with the case's GPU unless the reader picks others
 
@@ -201,6 +201,6 @@ def markdown_export(ctx: Context, counted: Model, headers, cells) -> str:
 WIDGET = Widget(
     name="estimator",
     render=render,
-    params=(Param("es_model", "mistralai/Mixtral-8x7B-v0.1"), Param("es_dtypes", "int4"), Param("es_base", "true"),
+    params=(Param("es_model", "mistralai/Mixtral-8x7B-v0.1", "choice"), Param("es_dtypes", "int4", "choice"), Param("es_base", "true", "bool"),
             gpu_param("es_gpus", "NVIDIA H100 SXM")),
 )

@@ -64,4 +64,4 @@ def _show(ctx: Context, text: str) -> None:
             st.info(ctx.localized(line))
 
 
-WIDGET = Widget(name="evidence", render=render, params=(Param("ev_text", EXAMPLE),))
+WIDGET = Widget(name="evidence", render=render, params=(Param("ev_text", EXAMPLE, "text"),))

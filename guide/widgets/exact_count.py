@@ -11,8 +11,8 @@ import streamlit as st
 from calculator.estimate import rows_for
 from guide.case_bar import carried_query
 from guide.widgets import Context, Param, Widget, share_note
-from guide.widgets.common import case_inputs, counted_model, source_label
-from guide.widgets.estimate_table import parameters_line, records, table
+from guide.inputs.common import case_inputs, counted_model, source_label
+from guide.inputs.estimate_table import parameters_line, records, table
 
 
 
@@ -43,5 +43,5 @@ def estimator_link(ctx: Context, model) -> str:
 WIDGET = Widget(
     name="exact-count",
     render=render,
-    params=(Param("ec_model", "Qwen/Qwen3-30B-A3B"),),
+    params=(Param("ec_model", "Qwen/Qwen3-30B-A3B", "choice"),),
 )

@@ -12,9 +12,9 @@ from calculator.verdicts import largest_batch_answer
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
-from guide.widgets.common import case_inputs, tokens_input
-from guide.widgets.inference_inputs import inference_answer, mode_picker
-from guide.widgets.workload_inputs import length_unit, work_of, workload_note
+from guide.inputs.common import case_inputs, tokens_input
+from guide.inputs.inference import inference_answer, mode_picker
+from guide.inputs.workload import length_unit, work_of, workload_note
 from calculator.workloads import length_of, lengths_at, varies
 
 
@@ -89,6 +89,6 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="largest-batch",
     render=render,
-    params=(Param("lb_model", "mistralai/Mistral-7B-v0.1"), gpu_param("lb_gpu", "NVIDIA L4"), Param("lb_dtype", "int8"),
-            Param("lb_longest", "16384"), Param("lb_typical", "256"), Param("lb_mode", "loglikelihood")),
+    params=(Param("lb_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("lb_gpu", "NVIDIA L4"), Param("lb_dtype", "int8", "choice"),
+            Param("lb_longest", "16384", "int"), Param("lb_typical", "256", "int"), Param("lb_mode", "loglikelihood", "choice")),
 )

@@ -11,7 +11,7 @@ from calculator.errors import CalculatorError
 from calculator.llama_cpp import CACHE_TYPES, DEFAULT_CPU_GBS, GGUF_TYPES, MAX_CONTEXT, plan_llama_cpp
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.common import case_inputs, tokens_input
+from guide.inputs.common import case_inputs, tokens_input
 
 
 
@@ -98,7 +98,7 @@ def _verdict(ctx: Context, plan, card) -> None:
 WIDGET = Widget(
     name="llama-cpp",
     render=render,
-    params=(Param("lc_model", "meta-llama/Llama-3.1-70B"), gpu_param("lc_gpu", "NVIDIA GeForce RTX 4090"),
-            Param("lc_type", "Q8_0"), Param("lc_context", "131072"), Param("lc_cache", "q8_0"),
-            Param("lc_cpu_gbs", "50", given=(("lc_model", "meta-llama/Llama-3.1-70B"),))),
+    params=(Param("lc_model", "meta-llama/Llama-3.1-70B", "choice"), gpu_param("lc_gpu", "NVIDIA GeForce RTX 4090"),
+            Param("lc_type", "Q8_0", "choice"), Param("lc_context", "131072", "int"), Param("lc_cache", "q8_0", "choice"),
+            Param("lc_cpu_gbs", "50", "float", given=(("lc_model", "meta-llama/Llama-3.1-70B"),))),
 )

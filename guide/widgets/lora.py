@@ -13,7 +13,7 @@ from calculator.training import METHODS, compare_methods, kbit_upcast_bytes, unc
 from guide.charts import capacity_line
 from guide.format import escape_markdown, format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.training_inputs import component_chart, number, peak_parts, positions_note, \
+from guide.inputs.training import component_chart, number, peak_parts, positions_note, \
     softcap_caveat, train_answer, training_case
 
 
@@ -82,7 +82,7 @@ def paste_answer(inputs, setup, methods, rank: int, targets: str):
 WIDGET = Widget(
     name="lora",
     render=render,
-    params=(Param("lo_model", "Qwen/Qwen2.5-7B"), gpu_param("lo_gpu", "NVIDIA H100 SXM"), Param("lo_precision", "mixed"),
-            Param("lo_rank", "64"), Param("lo_targets", "q_proj,v_proj"), Param("lo_batch", "2"),
-            Param("lo_sequence", "1024"), Param("lo_checkpointing", "none")),
+    params=(Param("lo_model", "Qwen/Qwen2.5-7B", "choice"), gpu_param("lo_gpu", "NVIDIA H100 SXM"), Param("lo_precision", "mixed", "choice"),
+            Param("lo_rank", "64", "int"), Param("lo_targets", "q_proj,v_proj", "text"), Param("lo_batch", "2", "int"),
+            Param("lo_sequence", "1024", "int"), Param("lo_checkpointing", "none", "choice")),
 )

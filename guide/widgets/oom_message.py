@@ -99,4 +99,4 @@ def _card_chart(ctx: Context, reading: Reading) -> go.Figure:
     return base_layout(fig, ctx.t("common.memory_axis"), "", ctx.lang, height=220)
 
 
-WIDGET = Widget(name="oom-message", render=render, params=(Param("om_text", EXAMPLE),))
+WIDGET = Widget(name="oom-message", render=render, params=(Param("om_text", EXAMPLE, "text"),))

@@ -10,7 +10,7 @@ from dataclasses import replace
 from calculator.training import OPTIMIZERS, training_memory
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget
-from guide.widgets.training_inputs import component_chart, training_case
+from guide.inputs.training import component_chart, training_case
 
 
 
@@ -45,6 +45,6 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="optimizer-states",
     render=render,
-    params=(Param("os_model", "mistralai/Mistral-7B-v0.1"), Param("os_precision", "float32"),
-            Param("os_method", "full")),
+    params=(Param("os_model", "mistralai/Mistral-7B-v0.1", "choice"), Param("os_precision", "float32", "choice"),
+            Param("os_method", "full", "choice")),
 )

@@ -11,7 +11,7 @@ from calculator.parallel import (SCHEDULES, bubble_fraction, peak_in_flight, pip
 from guide.charts import base_layout
 from guide.format import format_number, format_percent
 from guide.widgets import Context, Param, Widget
-from guide.widgets.common import tokens_input
+from guide.inputs.common import tokens_input
 
 PALETTE = ["#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00"]
 
@@ -66,5 +66,5 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="pipeline-bubble",
     render=render,
-    params=(Param("pb_stages", "8"), Param("pb_micro", "16"), Param("pb_schedule", "1F1B")),
+    params=(Param("pb_stages", "8", "int"), Param("pb_micro", "16", "int"), Param("pb_schedule", "1F1B", "choice")),
 )

@@ -11,7 +11,7 @@ from calculator.verdicts import pipeline_answer
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
-from guide.widgets.common import case_inputs, tokens_input
+from guide.inputs.common import case_inputs, tokens_input
 
 KINDS = ("embedding", "layers", "head", "other")
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
@@ -73,6 +73,6 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="pipeline-split",
     render=render,
-    params=(Param("pp_model", "meta-llama/Meta-Llama-3-8B"), gpu_param("pp_gpu", "NVIDIA GeForce RTX 4090"),
-            Param("pp_dtype", "float32"), Param("pp_gpus", "3")),
+    params=(Param("pp_model", "meta-llama/Meta-Llama-3-8B", "choice"), gpu_param("pp_gpu", "NVIDIA GeForce RTX 4090"),
+            Param("pp_dtype", "float32", "choice"), Param("pp_gpus", "3", "int")),
 )

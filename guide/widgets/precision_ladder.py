@@ -14,7 +14,7 @@ from calculator.speed import decode_step
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param
-from guide.widgets.common import case_inputs
+from guide.inputs.common import case_inputs
 
 COLOURS = ["#9aa5b1", "#3366cc", "#2ca02c", "#17becf"]
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
@@ -53,5 +53,5 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="precision-ladder",
     render=render,
-    params=(Param("ql_model", "meta-llama/Llama-2-13b-hf"), gpu_param("ql_gpu", "NVIDIA T4")),
+    params=(Param("ql_model", "meta-llama/Llama-2-13b-hf", "choice"), gpu_param("ql_gpu", "NVIDIA T4")),
 )

@@ -13,7 +13,7 @@ from calculator.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
-from guide.widgets.common import case_inputs
+from guide.inputs.common import case_inputs
 
 SHOWN = ("float32", "float16", "bfloat16", "int8", "int4", "bnb-nf4", "gptq-4bit")
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
@@ -74,6 +74,6 @@ def paste_answer(inputs, work, batch: int):
 WIDGET = Widget(
     name="precision-speed",
     render=render,
-    params=(Param("pr_model", "meta-llama/Llama-2-13b-hf"), gpu_param("pr_gpu", "NVIDIA H100 SXM"),
-            Param("pr_prompt", "128"), Param("pr_batch", "16")),
+    params=(Param("pr_model", "meta-llama/Llama-2-13b-hf", "choice"), gpu_param("pr_gpu", "NVIDIA H100 SXM"),
+            Param("pr_prompt", "128", "int"), Param("pr_batch", "16", "int")),
 )

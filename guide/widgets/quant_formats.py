@@ -12,8 +12,8 @@ from calculator.verdicts import formats_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
-from guide.widgets.common import case_inputs
-from guide.widgets.workload_inputs import work_of, workload_note
+from guide.inputs.common import case_inputs
+from guide.inputs.workload import work_of, workload_note
 
 MARKS = {"fits": "✓", "tight": "≈", "too_big": "✗"}
 FAMILY_COLOURS = {"bf16": "#9aa5b1", "float8": "#8c564b", "bitsandbytes": "#3366cc", "gptq": "#2ca02c",
@@ -129,6 +129,6 @@ def loader_text(ctx: Context, name: str) -> str:
 WIDGET = Widget(
     name="quant-formats",
     render=render,
-    params=(Param("qz_model", "mistralai/Mixtral-8x7B-v0.1"), gpu_param("qz_gpu", "NVIDIA A100 80GB SXM"),
-            Param("qz_group", "32"), Param("qz_batch", "8"), Param("qz_prompt", "8192"), Param("qz_new", "2048")),
+    params=(Param("qz_model", "mistralai/Mixtral-8x7B-v0.1", "choice"), gpu_param("qz_gpu", "NVIDIA A100 80GB SXM"),
+            Param("qz_group", "32", "int"), Param("qz_batch", "8", "int"), Param("qz_prompt", "8192", "int"), Param("qz_new", "2048", "int")),
 )

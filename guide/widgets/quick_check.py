@@ -9,7 +9,7 @@ from calculator.precision import bytes_per_param
 from calculator.verdicts import load_answer
 from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
-from guide.widgets.common import case_inputs, readings_row
+from guide.inputs.common import case_inputs, readings_row
 
 DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
 
@@ -52,5 +52,5 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="quick-check",
     render=render,
-    params=(Param("qc_model", "openai-community/gpt2"), Param("qc_dtype", "int4"), gpu_param("qc_gpu", "NVIDIA H100 SXM")),
+    params=(Param("qc_model", "openai-community/gpt2", "choice"), Param("qc_dtype", "int4", "choice"), gpu_param("qc_gpu", "NVIDIA H100 SXM")),
 )

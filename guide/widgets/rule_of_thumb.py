@@ -8,7 +8,7 @@ import streamlit as st
 from calculator.precision import RULE_OF_THUMB_MARGIN, bytes_per_param, parameter_bytes, rule_of_thumb_bytes
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget
-from guide.widgets.common import case_inputs
+from guide.inputs.common import case_inputs
 
 DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
 MAX_BILLIONS = 10_000.0  # ten trillion parameters: far beyond any model
@@ -54,5 +54,5 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="rule-of-thumb",
     render=render,
-    params=(Param("rt_params", "70"), Param("rt_dtype", "int4")),
+    params=(Param("rt_params", "70", "float"), Param("rt_dtype", "int4", "choice")),
 )

@@ -12,8 +12,8 @@ from calculator.serving_plan import serve
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.common import case_inputs, tokens_input
-from guide.widgets.serving_inputs import case_count, kv_picker, serving_case
+from guide.inputs.common import case_inputs, tokens_input
+from guide.inputs.serving import case_count, kv_picker, serving_case
 
 
 
@@ -88,6 +88,6 @@ def paste_answer(model, plan, tensor: int, prefix: int):
 WIDGET = Widget(
     name="serving-concurrency",
     render=render,
-    params=(Param("svc_model", "mistralai/Mistral-7B-v0.1"), gpu_param("svc_gpu", "NVIDIA L4"),
-            Param("svc_context", "4096"), Param("svc_kv", "float8"), Param("svc_prefix", "1024")),
+    params=(Param("svc_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("svc_gpu", "NVIDIA L4"),
+            Param("svc_context", "4096", "int"), Param("svc_kv", "float8", "choice"), Param("svc_prefix", "1024", "int")),
 )

@@ -12,8 +12,8 @@ from calculator.serving import MAX_TOKENS, MAX_USERS
 from calculator.serving_plan import serve
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.common import case_inputs
-from guide.widgets.serving_inputs import WEIGHT_CHOICES, case_count, engine_picker, kv_picker, serving_case
+from guide.inputs.common import case_inputs
+from guide.inputs.serving import WEIGHT_CHOICES, case_count, engine_picker, kv_picker, serving_case
 
 
 def paste_answer(model, plan, users: int, tensor: int):
@@ -77,7 +77,7 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="serving-gpus",
     render=render,
-    params=(Param("svg_model", "mistralai/Mistral-7B-v0.1"), gpu_param("svg_gpu", "NVIDIA L4"), Param("svg_dtype", "float8"),
-            Param("svg_kv", "float8"), Param("svg_users", "200"), Param("svg_context", "8192"),
-            Param("svg_engine", "sglang")),
+    params=(Param("svg_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("svg_gpu", "NVIDIA L4"), Param("svg_dtype", "float8", "choice"),
+            Param("svg_kv", "float8", "choice"), Param("svg_users", "200", "int"), Param("svg_context", "16384", "int"),
+            Param("svg_engine", "sglang", "choice")),
 )

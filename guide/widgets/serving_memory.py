@@ -12,8 +12,8 @@ from calculator.serving_plan import serve
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.common import case_inputs
-from guide.widgets.serving_inputs import WEIGHT_CHOICES, engine_picker, limit_input, serving_case, share_input
+from guide.inputs.common import case_inputs
+from guide.inputs.serving import WEIGHT_CHOICES, engine_picker, limit_input, serving_case, share_input
 
 COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "graphs": "#bcbd22", "pool": "#9ecae1",
           "outside": "#dddddd"}
@@ -94,7 +94,7 @@ def _answer(model, plan, utilization, batched):
 WIDGET = Widget(
     name="serving-memory",
     render=render,
-    params=(Param("svm_model", "mistralai/Mistral-7B-v0.1"), gpu_param("svm_gpu", "NVIDIA A100 80GB SXM"),
-            Param("svm_dtype", "float8"), Param("svm_engine", "sglang"), Param("svm_util", "0.95"),
-            Param("svm_batched", "4096", given=(("svm_engine", "vllm"),))),
+    params=(Param("svm_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("svm_gpu", "NVIDIA A100 80GB SXM"),
+            Param("svm_dtype", "float8", "choice"), Param("svm_engine", "sglang", "choice"), Param("svm_util", "0.95", "float"),
+            Param("svm_batched", "4096", "int", given=(("svm_engine", "vllm"),))),
 )

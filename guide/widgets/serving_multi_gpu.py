@@ -12,8 +12,8 @@ from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import transformers_multi_gpu
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, gpu_param, show_error
-from guide.widgets.common import case_inputs
-from guide.widgets.serving_inputs import case_count, serving_case
+from guide.inputs.common import case_inputs
+from guide.inputs.serving import case_count, serving_case
 
 GPU_COUNTS = (2, 4, 8)
 FLOATS = ("float32", "float16", "bfloat16")
@@ -77,6 +77,6 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="serving-multi-gpu",
     render=render,
-    params=(Param("svt_model", "Qwen/Qwen2.5-7B"), gpu_param("svt_gpu", "NVIDIA L4"), Param("svt_gpus", "2"),
-            Param("svt_dtype", "float16"), Param("svt_batch", "8"), Param("svt_context", "8192")),
+    params=(Param("svt_model", "Qwen/Qwen2.5-7B", "choice"), gpu_param("svt_gpu", "NVIDIA L4"), Param("svt_gpus", "2", "int"),
+            Param("svt_dtype", "float16", "choice"), Param("svt_batch", "8", "int"), Param("svt_context", "16384", "int")),
 )

@@ -14,8 +14,8 @@ from calculator.serving import MAX_TOKENS
 from calculator.serving_plan import llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.common import case_inputs
-from guide.widgets.serving_inputs import (case_count, count_input, engine_picker, kv_picker, limit_input, serving_case,
+from guide.inputs.common import case_inputs
+from guide.inputs.serving import (case_count, count_input, engine_picker, kv_picker, limit_input, serving_case,
                                           share_input)
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
@@ -124,12 +124,12 @@ def _llamacpp(ctx, model, context, slots, ngl, cache_type) -> None:
 WIDGET = Widget(
     name="serving-settings",
     render=render,
-    params=(Param("sve_engine", "llama.cpp"), Param("sve_model", "mistralai/Mistral-7B-v0.1"),
+    params=(Param("sve_engine", "llama.cpp", "choice"), Param("sve_model", "mistralai/Mistral-7B-v0.1", "choice"),
             gpu_param("sve_gpu", "NVIDIA A100 80GB SXM", given=(("sve_engine", "vllm"),)),
-            Param("sve_context", "4096"),
-            Param("sve_kv", "float8"), Param("sve_util", "0.8"), Param("sve_seqs", "16"),
-            Param("sve_batched", "8192"), Param("sve_offload", "2"),
-            Param("sve_slots", "2", given=(("sve_engine", "llama.cpp"), ("sve_ngl", "20"))),
-            Param("sve_ngl", "20", given=(("sve_engine", "llama.cpp"),)),
-            Param("sve_cache", "q8_0", given=(("sve_engine", "llama.cpp"),))),
+            Param("sve_context", "4096", "int"),
+            Param("sve_kv", "float8", "choice"), Param("sve_util", "0.8", "float"), Param("sve_seqs", "16", "int"),
+            Param("sve_batched", "4096", "int"), Param("sve_offload", "2", "float"),
+            Param("sve_slots", "2", "int", given=(("sve_engine", "llama.cpp"), ("sve_ngl", "20"))),
+            Param("sve_ngl", "20", "int", given=(("sve_engine", "llama.cpp"),)),
+            Param("sve_cache", "q8_0", "choice", given=(("sve_engine", "llama.cpp"),))),
 )

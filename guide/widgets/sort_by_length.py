@@ -15,9 +15,9 @@ from calculator.workloads import length_of, varies
 from guide.charts import base_layout
 from guide.format import format_count
 from guide.widgets import Context, Param, Widget, gpu_param
-from guide.widgets.common import case_inputs, tokens_input
+from guide.inputs.common import case_inputs, tokens_input
 from guide.widgets.data_parallel import duration
-from guide.widgets.workload_inputs import length_unit, work_of, workload_note
+from guide.inputs.workload import length_unit, work_of, workload_note
 
 COLORS = {"shuffled": "#9467bd", "shortest_first": "#ff7f0e", "longest_first": "#2ca02c"}
 SHOWN_POINTS = 400  # per order: a long run is drawn from the longest batch of each stretch
@@ -115,7 +115,7 @@ def _verdict(ctx: Context, runs, limit: int, batch: int, longest: int, gpu: str)
 WIDGET = Widget(
     name="sort-by-length",
     render=render,
-    params=(Param("sl_model", "mistralai/Mistral-7B-v0.1"), gpu_param("sl_gpu", "NVIDIA A100 80GB SXM"),
-            Param("sl_dtype", "int4"), Param("sl_batch", "32"), Param("sl_median", "800"),
-            Param("sl_longest", "12000"), Param("sl_samples", "20000")),
+    params=(Param("sl_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("sl_gpu", "NVIDIA A100 80GB SXM"),
+            Param("sl_dtype", "int4", "choice"), Param("sl_batch", "32", "int"), Param("sl_median", "800", "int"),
+            Param("sl_longest", "12000", "int"), Param("sl_samples", "20000", "int")),
 )

@@ -12,7 +12,7 @@ from calculator.verdicts import tensor_parallel_answer
 from calculator.speed import prefill
 from guide.format import format_bytes, format_number, format_percent
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.common import case_inputs
+from guide.inputs.common import case_inputs
 
 
 def tp_tokens(inputs) -> int:
@@ -81,6 +81,6 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="tensor-parallel",
     render=render,
-    params=(Param("tp_model", "meta-llama/Meta-Llama-3-8B"), gpu_param("tp_gpu", "NVIDIA L4"),
-            Param("tp_dtype", "float32"), Param("tp_degree", "2"), Param("tp_tokens", "512")),
+    params=(Param("tp_model", "meta-llama/Meta-Llama-3-8B", "choice"), gpu_param("tp_gpu", "NVIDIA L4"),
+            Param("tp_dtype", "float32", "choice"), Param("tp_degree", "2", "int"), Param("tp_tokens", "512", "int")),
 )

@@ -13,8 +13,8 @@ from guide.charts import capacity_line
 from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from calculator.budget import Budget
-from guide.widgets.common import readings_row
-from guide.widgets.training_inputs import COMPONENTS, component_chart, moment, positions_note, \
+from guide.inputs.common import readings_row
+from guide.inputs.training import COMPONENTS, component_chart, moment, positions_note, \
     softcap_caveat, train_answer, training_case
 
 
@@ -93,7 +93,7 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="training-memory",
     render=render,
-    params=(Param("tm_model", "meta-llama/Llama-3.2-1B"), gpu_param("tm_gpu", "NVIDIA GeForce RTX 4090"),
-            Param("tm_precision", "float32"), Param("tm_optimizer", "adamw-8bit"), Param("tm_batch", "2"),
-            Param("tm_sequence", "4096")),
+    params=(Param("tm_model", "meta-llama/Llama-3.2-1B", "choice"), gpu_param("tm_gpu", "NVIDIA GeForce RTX 4090"),
+            Param("tm_precision", "float32", "choice"), Param("tm_optimizer", "adamw-8bit", "choice"), Param("tm_batch", "2", "int"),
+            Param("tm_sequence", "4096", "int")),
 )

@@ -11,7 +11,7 @@ from calculator.training import ZERO_STAGES, Layout, training_memory
 from guide.charts import capacity_line
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from guide.widgets.training_inputs import component_chart, number, peak_parts, train_answer, training_case
+from guide.inputs.training import component_chart, number, peak_parts, train_answer, training_case
 
 
 
@@ -93,8 +93,8 @@ def paste_answer(inputs, setup, layout):
 WIDGET = Widget(
     name="zero",
     render=render,
-    params=(Param("ze_model", "meta-llama/Llama-2-13b-hf"), gpu_param("ze_gpu", "NVIDIA T4"), Param("ze_stage", "1"),
-            Param("ze_gpus", "64"), Param("ze_offload", "true"),
-            Param("ze_offload_params", "true", given=(("ze_offload", "true"),)),
-            Param("ze_deepspeed", "true")),
+    params=(Param("ze_model", "meta-llama/Llama-2-13b-hf", "choice"), gpu_param("ze_gpu", "NVIDIA T4"), Param("ze_stage", "1", "int"),
+            Param("ze_gpus", "64", "int"), Param("ze_offload", "true", "bool"),
+            Param("ze_offload_params", "true", "bool", given=(("ze_offload", "true"),)),
+            Param("ze_deepspeed", "true", "bool")),
 )

@@ -10,7 +10,7 @@ from calculator.offload import tokens_to_hide_transfers, zero_offload
 from calculator.verdicts import zero_offload_answer
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param
-from guide.widgets.common import case_inputs, tokens_input
+from guide.inputs.common import case_inputs, tokens_input
 
 
 
@@ -41,6 +41,6 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="zero-offload",
     render=render,
-    params=(Param("zo_model", "mistralai/Mistral-7B-v0.1"), gpu_param("zo_gpu", "NVIDIA GeForce RTX 4090"),
-            Param("zo_tokens", "1024")),
+    params=(Param("zo_model", "mistralai/Mistral-7B-v0.1", "choice"), gpu_param("zo_gpu", "NVIDIA GeForce RTX 4090"),
+            Param("zo_tokens", "1024", "int")),
 )

@@ -81,7 +81,7 @@ def training_case(ctx: Context, keys: dict[str, str], **fixed):
     """The fine-tuning chapter's case (model, GPU, method, precision, optimizer, recomputation,
     micro-batch, sequence) with this calculator's own changes under `keys`, as inputs and the
     TrainingSetup they make; `fixed` sets fields this calculator compares (e.g. optimizer)."""
-    from guide.widgets.common import case_inputs
+    from guide.inputs.common import case_inputs
 
     inputs = case_inputs(ctx, keys)
     return inputs, setup_of(inputs, **fixed)

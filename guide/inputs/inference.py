@@ -20,7 +20,7 @@ def attention_picker(ctx: Context, key: str, container=st) -> str:
 def mode_picker(ctx: Context, key: str, spec=None, container=st) -> str:
     """generate first for a model that generates; a model that does not (an encoder, a
     classifier) runs forward, and its picker offers only what it can run."""
-    from guide.widgets.common import url_choice
+    from guide.inputs.common import url_choice
 
     options = list(MODES) if spec is None or can_generate(spec) else ["forward", "loglikelihood"]
     return url_choice(ctx, ctx.t("oom.mode"), key, options, lambda mode: ctx.t(f"oom.mode_{mode}"),
@@ -28,7 +28,7 @@ def mode_picker(ctx: Context, key: str, spec=None, container=st) -> str:
 
 
 def kv_dtype_picker(ctx: Context, key: str, container=st) -> str | None:
-    from guide.widgets.common import url_choice
+    from guide.inputs.common import url_choice
 
     choice = url_choice(ctx, ctx.t("oom.kv_dtype"), key, KV_DTYPES,
                         lambda v: ctx.t("oom.kv_auto") if v == "auto" else v, container=container,
