@@ -4,7 +4,7 @@
 
 Builds real transformers models with random weights from catalog configs (nothing is
 downloaded), runs them, measures, and compares with the calculator's prediction for the same
-settings (calculator/accuracy.py, through the functions the guide and the CLI use):
+settings (calculator/answers/accuracy.py, through the functions the guide and the CLI use):
 
 - load: the bytes held once the model is built on the device;
 - inference: the peak of `generate` and of a full-sequence forward scored as a log-likelihood,
@@ -18,7 +18,7 @@ torch.cuda.max_memory_allocated() after torch.cuda.reset_peak_memory_stats(), mo
 initialised on the GPU in bfloat16 (float32 for AMP training), and the memory outside the
 caching allocator (the CUDA context) is reported apart. On the CPU it is LiveBytes, the
 tracker of live tensor bytes. Each run writes one JSON file into bench/results/ (see
-calculator/accuracy.py) after every model, so a run stopped early keeps what it measured.
+calculator/answers/accuracy.py) after every model, so a run stopped early keeps what it measured.
 
 The split is fixed here, before any run: the models in CHECK_MODELS and every training step
 with activation checkpointing are for checking only; nothing in the calculator may be changed
@@ -58,7 +58,7 @@ class Model:
     def config(self) -> dict:
         if self.test_config:
             return json.loads((TEST_CONFIGS / f"{self.test_config}.json").read_text(encoding="utf-8"))
-        from calculator import catalog
+        from calculator.models import catalog
 
         return {**catalog.config(self.catalog), **self.overrides}
 
@@ -317,7 +317,7 @@ class Run:
         return self.budget is not None and time.perf_counter() - self.started > self.budget
 
     def _model(self, model: Model):
-        from calculator.accuracy import resolve_source
+        from calculator.answers.accuracy import resolve_source
 
         if model.name not in self._resolved:
             source = model.source()
@@ -327,7 +327,7 @@ class Run:
         return self._resolved[model.name]
 
     def add(self, model: Model, kind: str, settings: dict, measured: int, detail: dict) -> dict:
-        from calculator.accuracy import predict, relative_error, within_target
+        from calculator.answers.accuracy import predict, relative_error, within_target
 
         resolved, config = self._model(model)
         predicted, parts = predict(kind, resolved, config, settings)
@@ -401,7 +401,7 @@ def _line(row: dict) -> str:
 
 def summary_table(path: Path) -> str:
     """The per-kind summary of a result file, as a markdown table for the README."""
-    from calculator.accuracy import read_run, summarize
+    from calculator.answers.accuracy import read_run, summarize
 
     result = read_run(path)
     lines = ["| kind | split | cases | within target | median error | largest error |", "|---|---|---|---|---|---|"]

@@ -128,7 +128,7 @@ OTHER_FAMILIES = [Case(name, attention, mode, 2, 160, "float32") for name in OTH
 
 
 def config_of(name: str) -> dict:
-    from calculator import catalog
+    from calculator.models import catalog
 
     if name in OTHER:
         key, overrides = OTHER[name]
@@ -139,10 +139,10 @@ def config_of(name: str) -> dict:
 
 def run_case(case: Case) -> dict:
     """Measure one case on the CPU and predict it."""
-    from calculator.architecture import spec_from_config
-    from calculator.inference import peak_phase
+    from calculator.models.architecture import spec_from_config
+    from calculator.memory.inference import peak_phase
     from bench.measure import measure_inference, random_model
-    from calculator.meta import make_config
+    from calculator.models.meta import make_config
 
     config = config_of(case.model)
     spec = spec_from_config(make_config(config))

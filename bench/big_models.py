@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 COLD_PLAN = """
 import time
 t = time.perf_counter()
-from calculator import catalog
-from calculator.offload import build_meta_model, plan_device_map
+from calculator.models import catalog
+from calculator.distributed.offload import build_meta_model, plan_device_map
 model = build_meta_model(catalog.config({key!r}), "bfloat16")
 built = time.perf_counter() - t
 t = time.perf_counter()
@@ -36,9 +36,9 @@ def median_ms(function, runs: int = 7) -> float:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    from calculator import catalog
-    from calculator.parallel import pipeline_schedule, pipeline_split, tensor_parallel
-    from calculator.quantization import quantize_all
+    from calculator.models import catalog
+    from calculator.distributed.parallel import pipeline_schedule, pipeline_split, tensor_parallel
+    from calculator.memory.quantization import quantize_all
 
     rows = []
     for key in ("llama-3.1-405b", "deepseek-v3"):

@@ -4,7 +4,7 @@ it loaded, libraries' workspaces), read from published out-of-memory messages
 say what this process uses. Only single-script runs count (a rank of a multi-GPU job also holds
 NCCL buffers; a serving engine, its own allocations). Grouped by architecture and by the PyTorch
 generation the wording shows; `python -m bench cuda_context` prints the table the README shows,
-and calculator/cuda_context.py holds the same figures (a test keeps the three equal)."""
+and calculator/core/cuda_context.py holds the same figures (a test keeps the three equal)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def messages() -> list[dict]:
 
 def readings() -> list[tuple[dict, int, str]]:
     """(row, bytes outside PyTorch in this process, generation) of every usable message."""
-    from calculator.oom_message import parse
+    from calculator.memory.oom_message import parse
 
     found = []
     for row in messages():

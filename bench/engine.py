@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG = ROOT / "calculator" / "catalog" / "configs" / "llama-2-70b.json"
+CONFIG = ROOT / "calculator" / "models" / "catalog" / "configs" / "llama-2-70b.json"
 
 COLD_COUNT = """
 import time, json
 t = time.perf_counter()
-from calculator.model import resolve_config
+from calculator.models.seam import resolve_config
 config = json.load(open({path!r}))
 s = resolve_config(config, "70b").summary
 cold = time.perf_counter() - t
@@ -51,7 +51,7 @@ def _wall(*cmds: list[str], repeat: int = 5) -> list[float]:
 
 def _in_process_catalog() -> tuple[float, float]:
     """First answer in a process whose modules are imported (the app's case), then warm."""
-    code = ("import time; from calculator.estimate import estimate; t=time.perf_counter(); "
+    code = ("import time; from calculator.memory.estimate import estimate; t=time.perf_counter(); "
             "estimate('llama-2-70b'); a=time.perf_counter()-t; t=time.perf_counter(); "
             "[estimate('llama-2-70b') for _ in range(100)]; print(a, (time.perf_counter()-t)/100)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG_405B = ROOT / "calculator" / "catalog" / "configs" / "llama-3.1-405b.json"
+CONFIG_405B = ROOT / "calculator" / "models" / "catalog" / "configs" / "llama-3.1-405b.json"
 ID_405B = "meta-llama/Llama-3.1-405B"
 PARAMS_405B = "405,853,388,800"
 

@@ -36,7 +36,7 @@ from tests.browser import CHROMIUM, CHROMIUM_ARGS, GuideServer
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = json.loads((ROOT / "tests" / "configs" / "tiny-llama.json").read_text())
-CATALOG = ROOT / "calculator" / "catalog" / "configs"
+CATALOG = ROOT / "calculator" / "models" / "catalog" / "configs"
 BIG = json.loads((CATALOG / "llama-3.1-405b.json").read_text())
 LABELS = {**json.loads((CATALOG / "bert-base-cased.json").read_text()),
           "architectures": ["BertForSequenceClassification"], "num_labels": 100_000_000}
@@ -285,7 +285,7 @@ def hub_cases(hub, index: int) -> list[tuple[str, str]]:
 async def hub_journey(browser, url: str, index: int, hub) -> dict:
     """A reader whose Hub ids get hostile answers: each must end in a refusal that names the
     id, within the Hub's bound (and the build limit, for what is parsed in a worker)."""
-    from calculator.hub import limit_seconds
+    from calculator.models.hub import limit_seconds
 
     result = {"times": [], "errors": [], "leaks": [], "refused": 0, "answered": 0, "hub_seconds": {}}
     context = await browser.new_context(viewport={"width": 1280, "height": 1000})

@@ -154,8 +154,8 @@ def random_model(config: dict, dtype: str = "float32", attention: str = "sdpa", 
     attention transformers itself would run (eager for models without an SDPA path)."""
     import transformers
 
-    from calculator.architecture import spec_from_config
-    from calculator.meta import make_config
+    from calculator.models.architecture import spec_from_config
+    from calculator.models.meta import make_config
 
     cfg = make_config(config)
     if not spec_from_config(cfg).sdpa:

@@ -70,7 +70,7 @@ def rows() -> tuple[dict, ...]:
 def model_of(name: str):
     """catalog:<key>[:base], or configs/<file>.json[:<class>] (a saved config, counted on the
     meta device as the run's class: the architectures entry is replaced by it)."""
-    from calculator.model import catalog_model, resolve_config
+    from calculator.models.seam import catalog_model, resolve_config
 
     if name.startswith("catalog:"):
         key, _, model_class = name.removeprefix("catalog:").partition(":")
@@ -84,15 +84,15 @@ def model_of(name: str):
 
 
 def _weights(model, dtype: str) -> int:
-    from calculator.inference import weights_of
+    from calculator.memory.inference import weights_of
 
     return weights_of(model.summary, model.spec, dtype)[0]
 
 
 def predict(row: dict) -> float | None:
     """The engine's figure for what the row measured (bytes, or a ratio)."""
-    from calculator.budget import readings_of
-    from calculator.cuda_context import context_for
+    from calculator.core.budget import readings_of
+    from calculator.core.cuda_context import context_for
 
     calc = row["calculator"]
     if calc is None:
@@ -105,7 +105,7 @@ def predict(row: dict) -> float | None:
         weights = _weights(model, calc["dtype"])
         memory = SimpleNamespace(total_bytes=weights, steady_bytes=weights, rounding_bytes=0)
     elif calc["run"] == "inference":
-        from calculator.inference import inference_memory
+        from calculator.memory.inference import inference_memory
 
         memory = inference_memory(model.summary, model.spec, calc["batch"], dtype=calc["dtype"],
                                   attention=calc["attention"], mode=calc["mode"], prompt=calc["prompt"],

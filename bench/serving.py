@@ -8,7 +8,7 @@ the engine logged ("GPU KV cache size: N tokens" in vLLM, "#tokens: N" in SGLang
 calculator's `kv_tokens`, and, where logged, the weights and the activation reserve.
 Rows the calculator cannot reproduce are listed with the reason (another engine accounting,
 no config, an unknown card). Target: KV cache tokens within 5%. Development rows set one of
-the measured constants of calculator/serving.py; the others only check. Run:
+the measured constants of calculator/serving/engines.py; the others only check. Run:
 python -m bench serving
 """
 
@@ -71,7 +71,7 @@ def skipped_rows() -> list[dict]:
 @lru_cache(maxsize=8)
 def model_of(config: str):
     """A catalog model, or a config saved under bench/data/ (counted on the meta device)."""
-    from calculator.model import catalog_model, resolve_config
+    from calculator.models.seam import catalog_model, resolve_config
 
     if config.endswith(".json"):
         data = json.loads((DATA / config).read_text(encoding="utf-8"))
@@ -81,8 +81,8 @@ def model_of(config: str):
 
 
 def compare(row: dict) -> Comparison:
-    from calculator.gpus import gpu
-    from calculator.serving_plan import serve
+    from calculator.core.gpus import gpu
+    from calculator.serving.plan import serve
 
     args = row["serve"]
     model = model_of(row["config"])

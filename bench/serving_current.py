@@ -4,7 +4,7 @@ start-up lines of that version (bench/data/serving_logs_current.json), printed b
 
 Two checks, since the published runs use models or cards outside the catalog:
 - the accounting: vLLM prints which share would give the same pool without its CUDA graph
-  estimate; calculator/serving.py's current accounting takes the estimate out of the share of
+  estimate; calculator/serving/engines.py's current accounting takes the estimate out of the share of
   the *total* memory, so |share - equivalent share| x total = estimate. On a card of gpus.toml
   the total this implies must match PyTorch's total within the rounding of the printed figures;
 - the estimate itself against CUDA_GRAPH_BYTES, the figure `serve` subtracts.
@@ -46,7 +46,7 @@ def rows() -> list[dict]:
 
 
 def check(row: dict) -> GraphCheck:
-    from calculator.gpus import gpu
+    from calculator.core.gpus import gpu
 
     logged = row["logged"]
     delta = abs(logged["utilization"] - logged["equivalent_utilization"])
@@ -63,7 +63,7 @@ def checks() -> list[GraphCheck]:
 
 
 def table(results: list[GraphCheck]) -> str:
-    from calculator.serving import CUDA_GRAPH_BYTES
+    from calculator.serving.engines import CUDA_GRAPH_BYTES
 
     ours = CUDA_GRAPH_BYTES / GIB
     lines = [f"CUDA graph estimate subtracted by `serve` (current vLLM): {ours:.2f} GiB per GPU.\n",

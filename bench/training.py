@@ -82,8 +82,8 @@ def cases() -> list[Case]:
 
 
 def predict(case: Case):
-    from calculator.architecture import spec_from_config
-    from calculator.meta import count_config, make_config
+    from calculator.models.architecture import spec_from_config
+    from calculator.models.meta import count_config, make_config
     from calculator.training import TrainingSetup, traits_from_config, training_memory
 
     options = {"optimizer_impl": "for-loop", **case.options, "device": "cpu"}

@@ -1,5 +1,5 @@
 """"Copy as answer": beside the share box, the calculation as a short Markdown answer in the
-reader's language (calculator/answers.py writes it; st.code gives it a copy button). Its link
+reader's language (calculator/answers/markdown.py writes it; st.code gives it a copy button). Its link
 points at the guide the reader is on, with every value of the case."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from calculator.answers import Answer, markdown
+from calculator.answers.markdown import Answer, markdown
 
 
 def guide_base() -> str | None:

@@ -15,27 +15,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 import math
 
-from calculator import catalog
-from calculator.errors import CalculatorError
-from calculator.gpus import Gpu, gpu, gpus
-from calculator.limits import high
-from calculator.model import Model
-from calculator.precision import DTYPES, normalize_dtype
-from calculator.quantization import is_format
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import Gpu, gpu, gpus
+from calculator.core.limits import high
+from calculator.models.seam import Model
+from calculator.core.precision import DTYPES, normalize_dtype
+from calculator.memory.quantization import is_format
 from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS
-from calculator.workloads import WORKLOADS, workload_for
+from calculator.memory.workloads import WORKLOADS, workload_for
 
 # Every name the case may take in a URL, in the order the bar shows them.
 CASE_PARAMS = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequence", "method", "precision",
                "optimizer", "checkpointing", "users", "context", "tensor", "workload", "items")
-# The engine's own bounds (calculator/limits.py): the case bar, the overrides and the CLI refuse the
+# The engine's own bounds (calculator/core/limits.py): the case bar, the overrides and the CLI refuse the
 # same values. users, context, tensor: the serving chapter's question (sequences served at once,
 # tokens per sequence with prompt and answer, tensor-parallel size; the engine refuses a size that does
 # not divide the model's heads).
 WHOLE_NUMBERS = {name: high(name) for name in ("batch", "prompt", "new_tokens", "sequence", "users", "context",
                                                "tensor", "items")}
 STEPS = {"batch": 1, "users": 1, "tensor": 1, "items": 1000}  # the case bar's step for a whole number (others: 128)
-# workload "auto": the one the model's architecture implies (calculator/workloads.py)
+# workload "auto": the one the model's architecture implies (calculator/memory/workloads.py)
 CHOICES = {"method": METHODS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "checkpointing": CHECKPOINTING,
            "workload": ("auto", *WORKLOADS)}
 MAX_DIGITS = 9  # a whole number in a link: 999,999,999 at most (Streamlit's widgets take 53 bits)
@@ -123,7 +123,7 @@ def read_case(query: dict[str, list[str]], defaults: Case) -> tuple[Case, tuple[
         except ValueError:
             refused.append(Refused(name, text[:60]))
     if "method" in values and "checkpointing" not in values:  # the method's own start, as the CLI's
-        from calculator.verdicts import default_checkpointing
+        from calculator.answers.verdicts import default_checkpointing
 
         values["checkpointing"] = default_checkpointing(values["method"])
     return replace(defaults, **values), tuple(refused), tuple(present)
@@ -195,6 +195,6 @@ def gpu_keys() -> list[str]:
 
 def dtype_choices() -> list[str]:
     """Storage precisions and the real quantization formats a page can price."""
-    from calculator.quantization import FORMAT_KEYS
+    from calculator.memory.quantization import FORMAT_KEYS
 
     return list(DTYPES) + [f for f in FORMAT_KEYS if is_format(f)]

@@ -12,9 +12,9 @@ from functools import lru_cache
 
 import streamlit as st
 
-from calculator import catalog
-from calculator.errors import CalculatorError
-from calculator.model import MAX_UPLOAD_BYTES, Model, catalog_model, resolve, resolve_upload
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
+from calculator.models.seam import MAX_UPLOAD_BYTES, Model, catalog_model, resolve, resolve_upload
 from guide.case import (CASE_PARAMS, CHOICES, STEPS, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices,
                         parse_value, read_case, url_text)
 from guide.format import escape_markdown, format_bytes
@@ -122,7 +122,7 @@ def _model_label(value) -> str:
 def _gpu_labels(lang: str, current: str) -> dict[str, str]:
     """Each card under its group, with the total PyTorch sees on it, in the reader's units;
     the case's own card first when the reader typed it (custom:12GiB)."""
-    from calculator.gpus import gpu, gpus
+    from calculator.core.gpus import gpu, gpus
 
     cards = dict(gpus())
     if current not in cards:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from calculator.messages import text
+from calculator.core.messages import text
 from calculator.training.setup import FINE_TUNING_DEFAULTS as TRAIN
 from guide.case import Case
 from guide.typography import for_language

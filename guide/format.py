@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from calculator.units import format_billions, format_bytes, format_count, format_number
+from calculator.core.units import format_billions, format_bytes, format_count, format_number
 
 __all__ = ["format_billions", "format_bytes", "format_count", "format_number", "escape_markdown"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.messages import DEFAULT_LANGUAGE, LANGUAGES, text
+from calculator.core.messages import DEFAULT_LANGUAGE, LANGUAGES, text
 import guide.typography  # noqa: F401  (registers French typography for every UI message)
 
 LANGUAGE_NAMES = {"en": "English", "fr": "Français"}

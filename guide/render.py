@@ -16,7 +16,7 @@ from guide import chapters
 from guide.case_bar import carried_query, case_bar
 from guide.chapters import Chapter
 from guide.format import escape_markdown
-from calculator.messages import catalog, text
+from calculator.core.messages import catalog, text
 from guide.i18n import LANGUAGE_NAMES, current_language, remember_language, t
 from guide.markdown import ChapterList, Heading, Text, WidgetSlot, localize_links, parse
 from guide.typography import for_language

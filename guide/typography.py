@@ -1,10 +1,10 @@
-"""French typography for the UI: the pure functions live in calculator/typography.py (the CLI's
+"""French typography for the UI: the pure functions live in calculator/core/typography.py (the CLI's
 French answers use them too); importing this module registers them for every French message."""
 
 from __future__ import annotations
 
-from calculator.messages import set_finisher
-from calculator.typography import NNBSP, for_language, french
+from calculator.core.messages import set_finisher
+from calculator.core.typography import NNBSP, for_language, french
 
 __all__ = ["NNBSP", "for_language", "french"]
 

@@ -29,7 +29,7 @@ def load_test_config(name: str) -> dict:
 def hub(monkeypatch):
     """A local HTTP server that answers like the Hugging Face Hub, set as HF_ENDPOINT. The
     model seam's caches are emptied: another test's Hub (same ids) must not answer this one."""
-    from calculator.model import clear_caches
+    from calculator.models.seam import clear_caches
     from tests.hub_server import FakeHub
 
     clear_caches()

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from bench import RESULTS_DIR
-from calculator import accuracy
-from calculator.accuracy import (KINDS, TARGETS, latest_runs, predict, read_run, relative_error, resolve_source,
+from calculator.answers import accuracy
+from calculator.answers.accuracy import (KINDS, TARGETS, latest_runs, predict, read_run, relative_error, resolve_source,
                                  summarize)
 from guide.format import format_bytes
 from guide.widgets import accuracy as accuracy_widget

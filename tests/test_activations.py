@@ -8,12 +8,12 @@ import pytest
 import torch
 import transformers
 
-from calculator import catalog
-from calculator.architecture import spec_from_config
-from calculator.inference import (activation_peak_bytes, can_generate, inference_memory, kv_cache_bytes, largest_batch,
+from calculator.models import catalog
+from calculator.models.architecture import spec_from_config
+from calculator.memory.inference import (activation_peak_bytes, can_generate, inference_memory, kv_cache_bytes, largest_batch,
                                   largest_context, peak_phase)
 from bench.measure import LiveBytes, measure_inference
-from calculator.meta import make_config
+from calculator.models.meta import make_config
 from tests.conftest import load_test_config
 
 

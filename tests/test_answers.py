@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from calculator.answers import ANSWERING
-from calculator.typography import NNBSP
-from calculator.units import format_bytes, format_count, format_number
+from calculator.answers.markdown import ANSWERING
+from calculator.core.typography import NNBSP
+from calculator.core.units import format_bytes, format_count, format_number
 from tests.apptest import open_page
 from tests.conftest import ROOT
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from calculator.messages import text
+from calculator.core.messages import text
 from tests.apptest import open_page
 from tests.conftest import ROOT
 
@@ -169,7 +169,7 @@ def test_oom_largest_batch_answer(lang):
     assert not at.exception
     answer = next(block.value for block in at.code if block.language == "markdown" and "#batch-size" in block.value)
     verdict = check_same_as_cli(answer, lang)
-    from calculator.units import format_count
+    from calculator.core.units import format_count
 
     shown = plain(metric(at, text("largest_batch.metric_longest", lang, tokens=format_count(8192, lang))))
     assert f"**{shown} " in verdict and f" {plain(format_count(8192, lang))} tokens**" in verdict

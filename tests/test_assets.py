@@ -9,7 +9,7 @@ import re
 import pytest
 
 from guide import render
-from calculator.messages import text
+from calculator.core.messages import text
 from tests.apptest import open_page
 from tests.conftest import ROOT
 

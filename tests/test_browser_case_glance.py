@@ -11,8 +11,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from calculator.gpus import gpu
-from calculator.units import format_bytes
+from calculator.core.gpus import gpu
+from calculator.core.units import format_bytes
 from guide import chapters
 from tests.browser import choose_typed, open_url, wait_for_page, wait_until
 from tests.conftest import ROOT

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from calculator import catalog
+from calculator.models import catalog
 from guide import chapters
 from guide.markdown import Heading, parse
 from tests.browser import (CASE_BAR, GuideServer, heading_in_view, open_url, upload_to_case_bar, wait_for_text,

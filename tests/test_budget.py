@@ -1,15 +1,15 @@
 """The card as a PyTorch process sees it, a peak read three ways, and verdicts with a headroom
-(calculator/gpus.py, calculator/budget.py): each figure against a hand computation or the
+(calculator/core/gpus.py, calculator/core/budget.py): each figure against a hand computation or the
 allocator constants of c10/cuda/CUDACachingAllocator.cpp."""
 
 from __future__ import annotations
 
 import pytest
 
-from calculator.budget import FITS, TIGHT, TOO_BIG, Budget, reserved_bytes, rounding_bytes
-from calculator.errors import CalculatorError
-from calculator.cuda_context import context_for
-from calculator.gpus import gpu, gpus
+from calculator.core.budget import FITS, TIGHT, TOO_BIG, Budget, reserved_bytes, rounding_bytes
+from calculator.core.errors import CalculatorError
+from calculator.core.cuda_context import context_for
+from calculator.core.gpus import gpu, gpus
 
 MIB, GIB = 2**20, 2**30
 

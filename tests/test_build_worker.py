@@ -12,9 +12,11 @@ import time
 
 import pytest
 
-from calculator import builder, catalog
-from calculator.errors import CalculatorError
-from calculator.model import _BoundedCache, cache_stats, clear_caches, resolve, resolve_config, resolve_upload
+from calculator.models import builder
+
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
+from calculator.models.seam import _BoundedCache, cache_stats, clear_caches, resolve, resolve_config, resolve_upload
 from tests.test_cli import cli
 
 

@@ -11,15 +11,18 @@ import time
 
 import pytest
 
-from calculator import builder, catalog
-from calculator.errors import CalculatorError
-from calculator.model import clear_caches, resolve_config
+from calculator.models import builder
+
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
+from calculator.models.seam import clear_caches, resolve_config
 from tests.test_build_worker import many_experts
 
 SCRIPT = """
 import json, sys
-from calculator import builder, catalog
-from calculator.errors import CalculatorError
+from calculator.models import builder
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
 try:
     print(builder.count(json.dumps(catalog.config("gpt2")))[0].parameters)
 except CalculatorError as error:

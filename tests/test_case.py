@@ -9,8 +9,8 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from calculator.gpus import gpu
-from calculator.units import format_bytes
+from calculator.core.gpus import gpu
+from calculator.core.units import format_bytes
 from guide import chapters
 from guide.case import CASE_PARAMS, Case, parse_value, read_case, whole_number
 from tests.apptest import fingerprint, open_page

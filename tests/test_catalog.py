@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from calculator import catalog
+from calculator.models import catalog
 from tests.conftest import ROOT
 
 # Parameter counts published by the model authors or printed by transformers' own tooling
@@ -92,7 +92,7 @@ def test_stored_results_are_not_stale():
 
 
 def test_catalog_lookup_needs_no_torch():
-    code = ("import sys; from calculator.estimate import estimate; "
+    code = ("import sys; from calculator.memory.estimate import estimate; "
             "r = estimate('llama-2-7b'); assert r.summary.parameters == 6738415616; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

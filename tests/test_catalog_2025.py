@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from calculator import catalog
-from calculator.inference import kv_bytes_per_token, kv_cache_bytes
+from calculator.models import catalog
+from calculator.memory.inference import kv_bytes_per_token, kv_cache_bytes
 
 # Published parameter counts: (count, where it is published and what it counts).
 PUBLISHED = {

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from calculator import catalog
-from calculator.configs import (
+from calculator.models import catalog
+from calculator.models.configs import (
     MAX_LABELS, NOT_SIZE_PATTERN, check_config, size_group, transformers_config_keys, without_runtime_keys,
 )
-from calculator.errors import CalculatorError
-from calculator.model import resolve_config
+from calculator.core.errors import CalculatorError
+from calculator.models.seam import resolve_config
 
 # Words that say a key sizes the model: a key holding a whole number and carrying one of them
 # must have a size group, unless the not-a-size pattern names it (an index, a divisor, a rate).
@@ -133,7 +133,7 @@ def test_attention_implementation_keys_are_stripped_everywhere():
 
 
 def test_a_counted_config_never_carries_an_attention_implementation():
-    from calculator.meta import make_config
+    from calculator.models.meta import make_config
 
     config = {**catalog.config("llama-3.2-1b"), "_attn_implementation": "kernels-community/flash-attn3",
               "attn_implementation": "kernels-community/flash-attn3"}

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from calculator import catalog
-from calculator.configs import check_config, parse_config_text, read_config_file, rough_parameter_count
-from calculator.errors import CalculatorError
-from calculator.meta import count_config
+from calculator.models import catalog
+from calculator.models.configs import check_config, parse_config_text, read_config_file, rough_parameter_count
+from calculator.core.errors import CalculatorError
+from calculator.models.meta import count_config
 from tests.conftest import load_test_config
 
 
@@ -91,7 +91,7 @@ def test_read_config_from_file_and_folder(tmp_path):
 
 
 def test_every_error_code_has_both_languages():
-    from calculator.messages import catalog as ui
+    from calculator.core.messages import catalog as ui
 
     en = {k for k in ui("en") if k.startswith("error.")}
     fr = {k for k in ui("fr") if k.startswith("error.")}

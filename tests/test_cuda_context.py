@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bench import cuda_context as bench
-from calculator.cuda_context import FALLBACK, MEASURED, MIN_MESSAGES, context_for
-from calculator.gpus import gpu
-from calculator.oom_message import parse
+from calculator.core.cuda_context import FALLBACK, MEASURED, MIN_MESSAGES, context_for
+from calculator.core.gpus import gpu
+from calculator.memory.oom_message import parse
 
 GIB, MIB = 2**30, 2**20
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -63,8 +63,8 @@ def test_architectures_without_enough_messages_fall_back(architecture):
 
 
 def test_the_spread_is_inside_every_cards_headroom():
-    from calculator.budget import Budget
-    from calculator.gpus import gpus
+    from calculator.core.budget import Budget
+    from calculator.core.gpus import gpus
 
     for card in gpus().values():
         budget = Budget(card)

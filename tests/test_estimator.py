@@ -15,10 +15,10 @@ import pytest
 from safetensors.numpy import save as save_numpy
 import streamlit as st
 
-from calculator import catalog
-from calculator.meta import count_config
-from calculator.units import format_bytes, format_count
-from calculator.model import MAX_UPLOAD_BYTES
+from calculator.models import catalog
+from calculator.models.meta import count_config
+from calculator.core.units import format_bytes, format_count
+from calculator.models.seam import MAX_UPLOAD_BYTES
 from tests.apptest import open_page
 from tests.conftest import load_test_config
 from tests.test_cli import cli
@@ -49,7 +49,7 @@ def cells(at, which: str = "table") -> list[list[str]]:
 def no_table(at) -> bool:
     """No estimate table: the only tables left are those of the accuracy section further down,
     which start with the kind of measurement."""
-    from calculator.messages import text
+    from calculator.core.messages import text
 
     accuracy_first = {text("accuracy.col_kind", lang) for lang in ("en", "fr")}
     return all(d.value.columns[0] in accuracy_first for d in at.dataframe)
@@ -97,8 +97,8 @@ def test_markdown_export_is_the_table_shown():
 
 
 def test_csv_holds_the_cli_rows():
-    from calculator.estimate import rows_for
-    from calculator.model import resolve
+    from calculator.memory.estimate import rows_for
+    from calculator.models.seam import resolve
     from guide.inputs.estimate_table import to_csv
 
     at = estimator(es_model="openai-community/gpt2", es_dtypes=["float32", "bfloat16", "int4"])
@@ -293,7 +293,7 @@ BAD_UPLOADS = [
 @pytest.mark.parametrize("lang", ["en", "fr"])
 @pytest.mark.parametrize("name,content,code", BAD_UPLOADS, ids=[c for _, _, c in BAD_UPLOADS])
 def test_bad_uploads_are_refused_clearly(name, content, code, lang):
-    from calculator.messages import text
+    from calculator.core.messages import text
 
     at = upload(estimator(lang), name, content)
     shown = errors(at)

@@ -12,13 +12,13 @@ import tomllib
 
 import pytest
 
-from calculator.errors import CalculatorError
-from calculator.evidence import KINDS, MAX_BYTES, decode, read
-from calculator.evidence_compare import Case, card_for_total, compare
-from calculator.evidence_text import figure_rows, lines
-from calculator.gpus import gpu
-from calculator.model import resolve
-from calculator.serving_plan import serve
+from calculator.core.errors import CalculatorError
+from calculator.answers.evidence import KINDS, MAX_BYTES, decode, read
+from calculator.answers.evidence_compare import Case, card_for_total, compare
+from calculator.answers.evidence_text import figure_rows, lines
+from calculator.core.gpus import gpu
+from calculator.models.seam import resolve
+from calculator.serving.plan import serve
 from tests.conftest import ROOT
 
 DATA = Path(__file__).parent / "data" / "evidence"

@@ -3,9 +3,9 @@ reader's language, and a paste it cannot read refused with a notice in that lang
 
 from __future__ import annotations
 
-from calculator.gpus import gpu
-from calculator.model import resolve
-from calculator.serving_plan import serve
+from calculator.core.gpus import gpu
+from calculator.models.seam import resolve
+from calculator.serving.plan import serve
 from tests.apptest import open_page
 
 

@@ -3,12 +3,12 @@ reader's language, and bad input gets a clear message with what was typed shown 
 
 from __future__ import annotations
 
-from calculator import catalog
-from calculator.budget import Budget
-from calculator.gpus import gpu
+from calculator.models import catalog
+from calculator.core.budget import Budget
+from calculator.core.gpus import gpu
 from calculator.training import STRATEGIES, TrainingSetup, fewest_gpus, rule_of_thumb_bytes, traits_from_config, \
     training_memory
-from calculator.units import format_bytes
+from calculator.core.units import format_bytes
 from tests.apptest import open_page
 
 SLUG = "fine-tuning"

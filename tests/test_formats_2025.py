@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from calculator import catalog
-from calculator.inference import inference_memory
-from calculator.quantization import (
+from calculator.models import catalog
+from calculator.memory.inference import inference_memory
+from calculator.memory.quantization import (
     FORMAT_KEYS, matrix_bytes, quant_format, quantize_model, shipped_format,
 )
 from tests.conftest import ROOT
@@ -149,7 +149,7 @@ def test_a_misspelt_format_is_one_line_and_exit_2():
 def test_every_loader_named_exists_in_the_installed_transformers():
     import transformers
 
-    from calculator.format_support import SUPPORT, support_of
+    from calculator.memory.format_support import SUPPORT, support_of
 
     for key in FORMAT_KEYS:
         name = support_of(key).transformers
@@ -170,7 +170,7 @@ def test_transformers_facts_behind_the_loader_column():
 
 
 def test_the_quantization_page_says_who_loads_each_format_and_what_gpt_oss_ships_in():
-    from calculator.units import format_bytes
+    from calculator.core.units import format_bytes
     from tests.apptest import open_page
 
     shipped = quantize_model(catalog.stored_summary("gpt-oss-20b"), catalog.stored_spec("gpt-oss-20b"), "mxfp4")

@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 
-from calculator.messages import catalog
+from calculator.core.messages import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 GLOSSARY = ROOT / "content" / "glossary.toml"

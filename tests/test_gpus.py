@@ -1,4 +1,4 @@
-"""The GPU catalog (calculator/gpus.py, calculator/custom_gpu.py, `python -m calculator gpus`):
+"""The GPU catalog (calculator/core/gpus.py, calculator/core/custom_gpu.py, `python -m calculator gpus`):
 the cards people have, under the names they type, their PyTorch totals against the published
 readings listed here by hand, and a card described only by its memory."""
 
@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from calculator.errors import CalculatorError
-from calculator.gpus import GROUPS, HOST_LINKS, gpu, gpu_count, gpus, host_link
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import GROUPS, HOST_LINKS, gpu, gpu_count, gpus, host_link
 from guide.case import parse_value, url_text
 from tests.conftest import ROOT
 

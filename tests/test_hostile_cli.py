@@ -95,7 +95,7 @@ def test_a_config_of_a_hundred_million_labels_is_one_line(tmp_path):
     import json
     import time
 
-    from calculator import catalog
+    from calculator.models import catalog
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**catalog.config("bert-base-cased"), "architectures": ["BertForSequenceClassification"],

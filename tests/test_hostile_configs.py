@@ -11,10 +11,10 @@ import time
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 import pytest
 
-from calculator import catalog
-from calculator.configs import parse_config_text
-from calculator.errors import CalculatorError
-from calculator.model import resolve_config
+from calculator.models import catalog
+from calculator.models.configs import parse_config_text
+from calculator.core.errors import CalculatorError
+from calculator.models.seam import resolve_config
 
 SMALL_MODELS = ["gpt2", "bert-base-cased", "t5-small", "distilbert-base-uncased", "pythia-160m", "vit-base-patch16-224"]
 SIZE_KEYS = ["num_hidden_layers", "n_layer", "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head",

@@ -12,12 +12,12 @@ import tracemalloc
 
 import pytest
 
-from calculator import hub as hub_module
-from calculator import model as seam
-from calculator.configs import MAX_CONFIG_BYTES
-from calculator.errors import CalculatorError
-from calculator.hub import fetch_config, redirect_allowed
-from calculator.safetensors import MAX_INDEX_BYTES, read_headers, read_headers_here
+from calculator.models import hub as hub_module
+from calculator.models import seam
+from calculator.models.configs import MAX_CONFIG_BYTES
+from calculator.core.errors import CalculatorError
+from calculator.models.hub import fetch_config, redirect_allowed
+from calculator.models.safetensors import MAX_INDEX_BYTES, read_headers, read_headers_here
 from tests.conftest import load_test_config
 from tests.hub_server import FakeHub
 
@@ -197,7 +197,7 @@ def test_choosing_to_read_headers_never_imports_transformers_here():
     import subprocess
     import sys
 
-    script = ("import sys; from calculator.model import header_count_reason; "
+    script = ("import sys; from calculator.models.seam import header_count_reason; "
               "print(header_count_reason({'model_type': 'not-a-known-type'}), 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                          cwd=hub_module.__file__.rsplit("/calculator/", 1)[0])

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from calculator import safetensors
-from calculator.errors import CalculatorError
-from calculator.safetensors import count_tensors, read_headers, read_headers_here
+from calculator.models import safetensors
+from calculator.core.errors import CalculatorError
+from calculator.models.safetensors import count_tensors, read_headers, read_headers_here
 
 
 def header_file(tensors: dict, declared: int | None = None) -> bytes:

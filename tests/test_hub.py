@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from calculator import catalog
-from calculator.errors import CalculatorError
-from calculator.estimate import estimate
-from calculator.hub import fetch_config, is_hub_id
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
+from calculator.memory.estimate import estimate
+from calculator.models.hub import fetch_config, is_hub_id
 from tests.conftest import load_test_config
 from tests.test_cli import cli
 

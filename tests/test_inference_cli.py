@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from calculator import catalog
-from calculator.budget import Budget
-from calculator.gpus import gpu
-from calculator.inference import inference_memory, kv_cache_bytes, largest_batch, largest_context
+from calculator.models import catalog
+from calculator.core.budget import Budget
+from calculator.core.gpus import gpu
+from calculator.memory.inference import inference_memory, kv_cache_bytes, largest_batch, largest_context
 from tests.test_cli import cli
 
 KEYS = {"weights_bytes", "kv_cache_bytes", "activation_peak_bytes", "total_bytes"}

@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from calculator import catalog
-from calculator.architecture import head_of
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.inference import (activation_peak_bytes, can_generate, inference_memory, kv_cache_bytes, layer_cache_bytes,
+from calculator.models import catalog
+from calculator.models.architecture import head_of
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.memory.inference import (activation_peak_bytes, can_generate, inference_memory, kv_cache_bytes, layer_cache_bytes,
                                   peak_phase)
-from calculator.model import catalog_model
-from calculator.quantization import matmul_transient_bytes, quantize_model
-from calculator.speed import prefill
+from calculator.models.seam import catalog_model
+from calculator.memory.quantization import matmul_transient_bytes, quantize_model
+from calculator.memory.speed import prefill
 from tests.test_cli import cli
 
 LLAMA = catalog_model("llama-3-8b")

@@ -6,10 +6,10 @@ import pytest
 import torch
 import transformers
 
-from calculator import catalog
-from calculator.architecture import spec_from_config
-from calculator.inference import kv_bytes_per_token, kv_cache_bytes
-from calculator.meta import make_config
+from calculator.models import catalog
+from calculator.models.architecture import spec_from_config
+from calculator.memory.inference import kv_bytes_per_token, kv_cache_bytes
+from calculator.models.meta import make_config
 from tests.conftest import load_test_config
 
 

@@ -1,5 +1,5 @@
-"""One description of what a KV cache holds (calculator/kv_layers.py) and llama.cpp's policy on
-top of it (calculator/llama_cpp.py kv_cache), each layer kind worked out by hand from the
+"""One description of what a KV cache holds (calculator/memory/kv_layers.py) and llama.cpp's policy on
+top of it (calculator/distributed/llama_cpp.py kv_cache), each layer kind worked out by hand from the
 models' config.json and llama.cpp's rules (src/llama-kv-cache-iswa.cpp, src/models/*.cpp)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from calculator.errors import CalculatorError
-from calculator.inference import kv_cache_bytes
-from calculator.kv_layers import cache_layers
-from calculator.llama_cpp import bytes_per_value, gguf_layout, kv_cache
-from calculator.model import catalog_model
-from calculator.serving_plan import llamacpp_cache
+from calculator.core.errors import CalculatorError
+from calculator.memory.inference import kv_cache_bytes
+from calculator.memory.kv_layers import cache_layers
+from calculator.distributed.llama_cpp import bytes_per_value, gguf_layout, kv_cache
+from calculator.models.seam import catalog_model
+from calculator.serving.plan import llamacpp_cache
 from tests.test_cli import cli
 
 GIB = 2**30
@@ -108,7 +108,7 @@ TINY_NEXT = {"model_type": "qwen3_next", "architectures": ["Qwen3NextForCausalLM
 
 @pytest.fixture(scope="module")
 def tiny_next():
-    from calculator.model import resolve_config
+    from calculator.models.seam import resolve_config
 
     return resolve_config(dict(TINY_NEXT), "tiny-qwen3-next")
 
@@ -135,8 +135,8 @@ def test_linear_attention_layers_from_the_config(tiny_next, tmp_path):
     assert data["kv_cache_bytes"] == cache.total_bytes
     # vLLM and SGLang keep these states in a layout not priced here: a clear refusal
     with pytest.raises(CalculatorError) as refused:
-        from calculator.gpus import gpu
-        from calculator.serving_plan import serve
+        from calculator.core.gpus import gpu
+        from calculator.serving.plan import serve
 
         serve(tiny_next, gpu("h100"), context=4096)
     assert refused.value.code == "serve_linear_attention"

@@ -1,5 +1,5 @@
 """The layers of DESIGN.md, read from the import statements: the engine never reaches the page,
-a model is resolved in one place (calculator/model.py), and no file grows past ~500 lines.
+a model is resolved in one place (calculator/models/seam.py), and no file grows past ~500 lines.
 
 A model id followed from a widget to its count enters at most four files: the widget, the
 widgets' shared inputs (guide/inputs/common.py), the model seam and the meta-device counter.
@@ -16,14 +16,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted(p for folder in ("calculator", "guide") for p in (ROOT / folder).rglob("*.py"))
 # The modules behind the seam: how a config becomes a model, a Hub answer, a checkpoint header.
-BEHIND_THE_SEAM = {"calculator.meta", "calculator.configs", "calculator.hub", "calculator.safetensors"}
+BEHIND_THE_SEAM = {"calculator.models.meta", "calculator.models.configs", "calculator.models.hub", "calculator.models.safetensors"}
 # Who may still import them, and why.
 SEAM_USERS = {
-    "calculator.model": "the seam itself",
-    "calculator.catalog": "refreshing the bundled counts is the counter's own batch job",
-    "calculator.offload": "accelerate's placement needs the built meta model, not its count",
-    "calculator.build_worker": "the process in which the seam builds a reader's config (issue 18)",
-    "calculator.commands.safetensors": "the `safetensors` command reads a local file's header",
+    "calculator.models.seam": "the seam itself",
+    "calculator.models.catalog": "refreshing the bundled counts is the counter's own batch job",
+    "calculator.distributed.offload": "accelerate's placement needs the built meta model, not its count",
+    "calculator.models.build_worker": "the process in which the seam builds a reader's config (issue 18)",
+    "calculator.cli.commands.safetensors": "the `safetensors` command reads a local file's header",
 }
 
 
@@ -52,7 +52,7 @@ def imports_of(path: Path) -> set[str]:
 
 def test_the_sources_are_found():
     assert len(SOURCES) > 60
-    assert "calculator.commands.train" in {module_name(p) for p in SOURCES}
+    assert "calculator.cli.commands.train" in {module_name(p) for p in SOURCES}
 
 
 @pytest.mark.parametrize("path", [p for p in SOURCES if p.parts[-2] != "guide" and "calculator" in p.parts],
@@ -72,24 +72,24 @@ def test_only_the_seam_reaches_behind_it():
         if reached:
             users[name] = reached
     assert set(users) <= set(SEAM_USERS), {k: v for k, v in users.items() if k not in SEAM_USERS}
-    assert "calculator.model" in users, "the seam counts models through the meta-device counter"
+    assert "calculator.models.seam" in users, "the seam counts models through the meta-device counter"
 
 
 def test_a_widget_reaches_the_count_in_four_files():
-    """estimator widget -> inputs/common.py (case_inputs) -> calculator/model.py -> meta.py."""
+    """estimator widget -> inputs/common.py (case_inputs) -> calculator/models/seam.py -> meta.py."""
     widget = imports_of(ROOT / "guide/widgets/estimator.py")
     common = imports_of(ROOT / "guide/inputs/common.py")
-    seam = imports_of(ROOT / "calculator/model.py")
+    seam = imports_of(ROOT / "calculator/models/seam.py")
     assert "guide.inputs.common" in widget and not widget & BEHIND_THE_SEAM
-    assert "calculator.model" in common and not common & BEHIND_THE_SEAM
-    assert "calculator.meta" in seam
+    assert "calculator.models.seam" in common and not common & BEHIND_THE_SEAM
+    assert "calculator.models.meta" in seam
 
 
 def test_a_command_reaches_the_count_in_four_files():
-    command = imports_of(ROOT / "calculator/commands/estimate.py")
-    shared = imports_of(ROOT / "calculator/commands/_common.py")
-    assert "calculator.commands._common" in command and not command & BEHIND_THE_SEAM
-    assert "calculator.model" in shared and not shared & BEHIND_THE_SEAM
+    command = imports_of(ROOT / "calculator/cli/commands/estimate.py")
+    shared = imports_of(ROOT / "calculator/cli/commands/_common.py")
+    assert "calculator.cli.commands._common" in command and not command & BEHIND_THE_SEAM
+    assert "calculator.models.seam" in shared and not shared & BEHIND_THE_SEAM
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: module_name(p))
@@ -121,3 +121,40 @@ def test_the_widget_package_holds_only_widgets():
     assert [module_name(p) for p in modules if not declares_a_widget(p)] == []
     assert declares_a_widget(ROOT / "guide/widgets/estimator.py")
     assert not declares_a_widget(ROOT / "guide/inputs/common.py")
+
+
+# The engine's layers, lowest first (docs/layers.md). A module may import its own layer and the
+# layers below it, never one above: facts and units < the model seam < memory of one process <
+# training < several devices < serving < answers < the command line.
+LAYER_ORDER = ("core", "models", "memory", "training", "distributed", "serving", "answers", "cli")
+# Imports that climb, each with its reason (keep this short).
+CLIMBS = {
+    ("calculator.models.build_worker", "calculator.distributed.offload_plan"):
+        "the bounded worker runs the offload placement on the model it has just built, so a reader's "
+        "model is never built in the server (issue 27); the job is the offloading layer's",
+}
+
+
+def allowed_climb(module: str, target: str) -> bool:
+    return any(module == who and (target == what or target.startswith(what + ".")) for who, what in CLIMBS)
+
+
+def layer_of(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "calculator" or len(parts) < 2 or parts[1] not in LAYER_ORDER:
+        return None
+    return LAYER_ORDER.index(parts[1])
+
+
+def test_every_engine_module_sits_in_a_layer():
+    loose = [module_name(p) for p in SOURCES if p.parts[-2] == "calculator" and p.stem not in ("__init__", "__main__")]
+    assert not loose, f"modules outside the layers: {loose}"
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if layer_of(module_name(p)) is not None],
+                         ids=lambda p: module_name(p))
+def test_a_layer_imports_only_the_layers_below_it(path):
+    own = layer_of(module_name(path))
+    name = module_name(path)
+    above = {m for m in imports_of(path) if (layer_of(m) or 0) > own and not allowed_climb(name, m)}
+    assert not above, f"{module_name(path)} ({LAYER_ORDER[own]}) imports {above} from a higher layer"

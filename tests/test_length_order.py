@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from calculator.length_order import ORDERS, ordered, padded_batches, sample_lengths, simulate
+from calculator.memory.length_order import ORDERS, ordered, padded_batches, sample_lengths, simulate
 
 
 def test_lengths_have_the_median_and_longest_asked():

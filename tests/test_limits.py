@@ -1,4 +1,4 @@
-"""One table of limits (calculator/limits.py) for the engine, the case bar, the calculators'
+"""One table of limits (calculator/core/limits.py) for the engine, the case bar, the calculators'
 overrides and the CLI: every bad value is refused with a message naming that value, in both
 languages, and the CLI refuses exactly what the page refuses."""
 
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from calculator.errors import CalculatorError
-from calculator.limits import LIMITS, check
-from calculator.messages import catalog
+from calculator.core.errors import CalculatorError
+from calculator.core.limits import LIMITS, check
+from calculator.core.messages import catalog
 from tests.conftest import ROOT
 
 
@@ -46,8 +46,8 @@ def test_the_case_bar_and_the_overrides_take_the_engines_bounds():
 
 
 def test_the_engine_names_the_value_it_refuses():
-    from calculator import catalog as models
-    from calculator.inference import inference_memory
+    from calculator.models import catalog as models
+    from calculator.memory.inference import inference_memory
     from calculator.training import TrainingSetup, check_setup
 
     summary, spec = models.stored_summary("gpt2"), models.stored_spec("gpt2")

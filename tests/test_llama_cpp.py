@@ -1,4 +1,4 @@
-"""The llama.cpp planner against hand computations from llama.cpp's rules (calculator/llama_cpp.py
+"""The llama.cpp planner against hand computations from llama.cpp's rules (calculator/distributed/llama_cpp.py
 cites them): bytes per layer in a GGUF type, the KV cache per layer, the output layer, the
 compute buffer, the largest -ngl for a card, and the slowdown of decoding."""
 
@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from calculator.budget import Budget
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.llama_cpp import (DEFAULT_CPU_GBS, decode_seconds, gguf_layout, largest_ngl, padded_cells,
+from calculator.core.budget import Budget
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.distributed.llama_cpp import (DEFAULT_CPU_GBS, decode_seconds, gguf_layout, largest_ngl, padded_cells,
                                   plan_llama_cpp, row_bytes, split)
-from calculator.model import catalog_model
+from calculator.models.seam import catalog_model
 from tests.test_cli import cli
 
 MIB = 2**20

@@ -1,4 +1,4 @@
-"""llama.cpp's --n-cpu-moe against -ngl (calculator/llama_cpp_moe.py), by hand: a small layout
+"""llama.cpp's --n-cpu-moe against -ngl (calculator/distributed/llama_cpp_moe.py), by hand: a small layout
 worked out on paper, Mixtral's experts counted from its config, and the command the planner
 prints."""
 
@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from calculator.gpus import gpu
-from calculator.llama_cpp import GgufLayout, gguf_layout, plan_llama_cpp
-from calculator.llama_cpp_moe import fewest_cpu_moe, moe_split
-from calculator.model import catalog_model
+from calculator.core.gpus import gpu
+from calculator.distributed.llama_cpp import GgufLayout, gguf_layout, plan_llama_cpp
+from calculator.distributed.llama_cpp_moe import fewest_cpu_moe, moe_split
+from calculator.models.seam import catalog_model
 from tests.test_cli import cli
 
 

@@ -14,7 +14,7 @@ import time
 import anyio
 import pytest
 
-from calculator.mcp_tools import TOOLS, call, tool_list
+from calculator.cli.mcp_tools import TOOLS, call, tool_list
 from tests.conftest import ROOT
 
 
@@ -97,7 +97,7 @@ def test_one_round_trip_over_streamable_http():
 
 
 def test_tools_refuse_what_the_page_refuses():
-    from calculator.errors import CalculatorError
+    from calculator.core.errors import CalculatorError
 
     for arguments in ({"model": str(ROOT / "tests" / "configs" / "tiny-llama.json")},  # a local path
                       {"model": "gpt2", "trust_remote_code": True},  # not offered
@@ -118,6 +118,6 @@ def test_every_tool_schema_uses_the_clis_option_names():
 
 
 def test_other_commands_do_not_import_the_sdk():
-    code = "import sys, calculator.cli as c; c.main(['gpus', '--json']); print('mcp' in sys.modules)"
+    code = "import sys, calculator.cli.main as c; c.main(['gpus', '--json']); print('mcp' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=120, check=True)
     assert done.stdout.decode().strip().endswith("False")

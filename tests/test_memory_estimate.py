@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import streamlit as st
 
-from calculator import catalog
-from calculator.gpus import gpus
-from calculator.units import format_bytes, format_count, format_number
+from calculator.models import catalog
+from calculator.core.gpus import gpus
+from calculator.core.units import format_bytes, format_count, format_number
 from guide.chapters import by_slug
 from tests.apptest import open_page
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from calculator import catalog
-from calculator.meta import count
-from calculator.quantization import quantize_model
+from calculator.models import catalog
+from calculator.models.meta import count
+from calculator.memory.quantization import quantize_model
 from calculator.training import TrainingSetup, training_memory
 from calculator.training.quantized import quantized_base_bytes, unconverted_expert_parameters
 from tests.conftest import load_test_config
@@ -71,7 +71,7 @@ def test_the_training_model_prices_the_upcast_experts():
 
 def test_the_lora_calculator_warns_before_the_upcast_in_both_languages():
     from calculator.training import kbit_upcast_bytes
-    from calculator.units import format_bytes
+    from calculator.core.units import format_bytes
     from tests.apptest import open_page
 
     summary, spec = catalog.stored_summary("qwen3-30b-a3b"), catalog.stored_spec("qwen3-30b-a3b")

@@ -1,5 +1,5 @@
-"""Verdicts belong to the engine (calculator/verdicts.py, budget.py): nothing under guide/ or
-calculator/commands/ compares byte quantities or computes a verdict itself (DESIGN.md, "Every
+"""Verdicts belong to the engine (calculator/answers/verdicts.py, budget.py): nothing under guide/ or
+calculator/cli/commands/ compares byte quantities or computes a verdict itself (DESIGN.md, "Every
 verdict comes from one answer function")."""
 
 from __future__ import annotations

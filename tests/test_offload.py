@@ -8,10 +8,10 @@ import json
 import pytest
 import torch
 
-from calculator import catalog
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.offload import (build_meta_model, forward_cost, plan_device_map, snippet, tokens_to_hide_transfers,
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.distributed.offload import (build_meta_model, forward_cost, plan_device_map, snippet, tokens_to_hide_transfers,
                                 zero_offload)
 from tests.conftest import load_test_config
 from tests.test_cli import cli
@@ -122,7 +122,7 @@ def test_offload_cli():
 def test_offload_cli_without_budgets_says_the_cpu_memory_needed():
     """No --gpu-memory: the card's default budget; no --cpu-memory: the CPU takes the rest and
     the CPU memory needed is printed. Every older key is still there."""
-    from calculator.offload import default_gpu_budget
+    from calculator.distributed.offload import default_gpu_budget
 
     data = json.loads(cli("offload", "llama-3.1-8b", "--gpu", "t4", "--json").stdout)
     assert data["gpu_budget"] == default_gpu_budget(gpu("t4"))
@@ -168,7 +168,7 @@ def test_cpu_needed_for_llama_3_1_8b_on_a_t4_by_hand():
     of published out-of-memory messages: tsugumi-sys/SA-ConvLSTM-Pytorch#22, 13.94 GiB in use −
     13.20 GiB allocated − 621.20 MiB unallocated) less the 5% headroom, in whole MiB; the CPU
     holds every decoder layer that does not fit: 4 of them (6 with the former 1,474 MB context)."""
-    from calculator.offload import default_gpu_budget
+    from calculator.distributed.offload import default_gpu_budget
 
     card = gpu("t4")
     usable = 14909 * 2**20 - (round(13.94 * 2**30) - round(13.20 * 2**30) - round(621.20 * 2**20))
@@ -231,8 +231,8 @@ def test_quantized_layers_on_the_gpu_the_rest_unquantized(quantization):
     the converted model: quantized weights at bitsandbytes' size, the rest in bfloat16."""
     import bitsandbytes as bnb
 
-    from calculator.offload_bnb import device_of
-    from calculator.quantization import bnb_int8_bytes, bnb_nf4_bytes
+    from calculator.distributed.offload_bnb import device_of
+    from calculator.memory.quantization import bnb_int8_bytes, bnb_nf4_bytes
 
     config = load_test_config("tiny-llama")
     plan = plan_device_map(build_meta_model(config, "bfloat16"), [350_000], None, "bfloat16", quantization)
@@ -299,10 +299,10 @@ def test_quantized_cpu_limit_sends_the_rest_to_disk():
 @pytest.mark.parametrize("quantization", ["bnb-nf4", "bnb-int8"])
 @pytest.mark.parametrize("key", ["llama-3.1-8b", "mixtral-8x7b-v0.1", "gpt2", "qwen2.5-0.5b", "gemma-2-9b"])
 def test_quantized_all_on_gpu_is_the_whole_quantized_model(key, quantization):
-    """On a GPU large enough, the plan's bytes are calculator.quantization's count of the same
+    """On a GPU large enough, the plan's bytes are calculator.memory.quantization's count of the same
     format (pinned there against real bitsandbytes layers): the same modules are converted."""
-    from calculator.model import catalog_model
-    from calculator.quantization import quantize_model
+    from calculator.models.seam import catalog_model
+    from calculator.memory.quantization import quantize_model
 
     model = build_meta_model(catalog.config(key), "bfloat16")
     plan = plan_device_map(model, [2**40], None, "bfloat16", quantization)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from calculator.messages import text
-from calculator.units import format_bytes
+from calculator.core.messages import text
+from calculator.core.units import format_bytes
 from tests.apptest import open_page, texts
 from tests.test_cli import cli
 

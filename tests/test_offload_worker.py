@@ -10,9 +10,13 @@ import time
 
 import pytest
 
-from calculator import builder, catalog, offload_plan
-from calculator.errors import CalculatorError
-from calculator.offload import build_meta_model, plan_device_map
+from calculator.models import builder
+
+from calculator.models import catalog
+
+from calculator.distributed import offload_plan
+from calculator.core.errors import CalculatorError
+from calculator.distributed.offload import build_meta_model, plan_device_map
 from tests.test_build_worker import many_experts
 
 

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from calculator import catalog
-from calculator.commands.oom_message import read_stdin
-from calculator.oom_case import case_lines, case_tensors, read_against_case
-from calculator.oom_message import parse
+from calculator.models import catalog
+from calculator.cli.commands.oom_message import read_stdin
+from calculator.memory.oom_case import case_lines, case_tensors, read_against_case
+from calculator.memory.oom_message import parse
 from tests.conftest import ROOT
 from tests.test_oom_message import RTX_4090, TORCH_1_13, TORCH_2_4
 

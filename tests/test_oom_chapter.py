@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from calculator.budget import Budget
-from calculator import catalog
-from calculator.gpus import gpu
-from calculator.inference import largest_batch, largest_context
-from calculator.units import format_count
+from calculator.core.budget import Budget
+from calculator.models import catalog
+from calculator.core.gpus import gpu
+from calculator.memory.inference import largest_batch, largest_context
+from calculator.core.units import format_count
 from tests.apptest import open_page
 from tests.test_oom_message import RTX_4090, TORCH_1_13, TORCH_2_4
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 import pytest
 
-from calculator.oom_message import MAX_CHARS, diagnose, parse, read
+from calculator.memory.oom_message import MAX_CHARS, diagnose, parse, read
 
 GIB, MIB = 2**30, 2**20
 
@@ -175,7 +175,7 @@ def test_very_long_input_is_cut_and_read_quickly():
 
 
 def test_every_cause_has_words_in_both_languages():
-    from calculator.messages import catalog
+    from calculator.core.messages import catalog
 
     seen = {c.key for message in (TORCH_1_0, TORCH_1_13, TORCH_2_1, TORCH_2_4, NO_PROCESSES, FRAGMENTED,
                                   CUDA_GRAPHS, HIP, XPU, XPU_FRAGMENTED, XPU_ELSEWHERE) for c in diagnose(parse(message))}

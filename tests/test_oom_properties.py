@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from calculator.oom_message import printing_slack, read
+from calculator.memory.oom_message import printing_slack, read
 
 GIB, MIB = 2**30, 2**20
 

@@ -7,9 +7,9 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from calculator import catalog
-from calculator.errors import CalculatorError
-from calculator.parallel import (bubble_fraction, communication_seconds, peak_in_flight, pipeline_schedule,
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
+from calculator.distributed.parallel import (bubble_fraction, communication_seconds, peak_in_flight, pipeline_schedule,
                                  pipeline_split, schedule_idle_fraction, tensor_parallel, tied_head_copy_bytes)
 from tests.test_cli import cli
 

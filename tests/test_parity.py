@@ -1,6 +1,6 @@
 """Parity: the command line and the pages give the same answer to the same question (issue
 #22). For every catalog model on six cards and the main precisions, each verdict-bearing
-answer the CLI prints (calculator.cli.main in-process, --json) equals the one the page's
+answer the CLI prints (calculator.cli.main.main in-process, --json) equals the one the page's
 calculator shows: verdict and figure. The page side is each widget's `answer_for`, the pure
 function that turns the chapter's case into its request to the engine (the rendering is
 checked against the CLI by a few AppTest runs at the end)."""
@@ -17,12 +17,14 @@ import pytest
 
 from unittest.mock import patch
 
-from calculator import catalog, cli
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.inference import can_generate
-from calculator.model import catalog_model
-from calculator.speed import NETWORKS_GBS
+from calculator.models import catalog
+
+from calculator.cli import main as cli
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.memory.inference import can_generate
+from calculator.models.seam import catalog_model
+from calculator.memory.speed import NETWORKS_GBS
 from guide import chapters
 from guide.widgets import (batch_size, context_memory, data_parallel, pipeline_split, quant_formats, quick_check,
                            tensor_parallel, training_memory)

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from calculator.model import resolve_config
+from calculator.models.seam import resolve_config
 from calculator.training import TrainingSetup, training_memory
 from tests.conftest import CONFIGS
 

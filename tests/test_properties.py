@@ -6,8 +6,8 @@ from fractions import Fraction
 
 from hypothesis import given, settings, strategies as st
 
-from calculator.meta import count_config
-from calculator.precision import DTYPES, bytes_per_param, parameter_bytes, rule_of_thumb_bytes
+from calculator.models.meta import count_config
+from calculator.core.precision import DTYPES, bytes_per_param, parameter_bytes, rule_of_thumb_bytes
 from tests.conftest import load_test_config
 
 counts = st.integers(min_value=1, max_value=10**13)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from bench import published
-from calculator.inference import inference_memory
-from calculator.model import catalog_model
+from calculator.memory.inference import inference_memory
+from calculator.models.seam import catalog_model
 
 MEASURES = {"allocated", "reserved", "nvidia-smi", "allocated+context", "footprint", "footprint ratio", "other"}
 # Kinds the gathered sources do not let us judge yet (see README, "Published measurements").

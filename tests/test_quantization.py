@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from calculator import catalog
-from calculator.errors import CalculatorError
-from calculator.meta import count_config
-from calculator.quantization import (FORMATS, GGUF_BLOCKS, awq_bytes, bnb_int8_bytes, bnb_nf4_bytes, fp8_bytes,
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
+from calculator.models.meta import count_config
+from calculator.memory.quantization import (FORMATS, GGUF_BLOCKS, awq_bytes, bnb_int8_bytes, bnb_nf4_bytes, fp8_bytes,
                                      gguf_bytes, gguf_row_type, gptq_bytes, ladder, quant_format, quantize_model)
 from tests.conftest import load_test_config
 from tests.test_cli import cli
@@ -146,7 +146,7 @@ def test_bitsandbytes_bytes_equal_a_real_quantized_model(fmt, config_name, tmp_p
     model = cls.from_pretrained(tmp_path, quantization_config=BitsAndBytesConfig(**options), device_map="cpu",
                                 dtype=torch.bfloat16)
     summary = count_config(config)
-    spec = __import__("calculator.meta", fromlist=["count"]).count(config)[1]
+    spec = __import__("calculator.models.meta", fromlist=["count"]).count(config)[1]
     assert _real_bytes(model) == quantize_model(summary, spec, fmt).total_bytes
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 import transformers
 
-from calculator import catalog
-from calculator.meta import count_config, make_config
+from calculator.models import catalog
+from calculator.models.meta import count_config, make_config
 from tests.conftest import load_test_config
 
 CASES = {
@@ -86,7 +86,7 @@ def test_trainable_equals_parameters_for_a_fresh_model():
 
 
 def test_matrix_shapes_add_up_to_the_matrix_groups():
-    from calculator import catalog
+    from calculator.models import catalog
 
     for entry in catalog.entries():
         summary = catalog.stored_summary(entry.key)

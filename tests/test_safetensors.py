@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save as save_numpy
 
-from calculator.errors import CalculatorError
-from calculator.model import header_count_reason
-from calculator.meta import count_config
-from calculator.safetensors import MAX_SHARDS, count_tensors, read_headers, unit_of
+from calculator.core.errors import CalculatorError
+from calculator.models.seam import header_count_reason
+from calculator.models.meta import count_config
+from calculator.models.safetensors import MAX_SHARDS, count_tensors, read_headers, unit_of
 from tests.conftest import load_test_config
 from tests.test_cli import cli
 
@@ -23,7 +23,7 @@ def real_checkpoint(tmp_path_factory, config: dict, name: str, shard: str | None
     import torch
     import transformers
 
-    from calculator.meta import make_config
+    from calculator.models.meta import make_config
 
     torch.manual_seed(0)
     model = getattr(transformers, config["architectures"][0])._from_config(make_config(config), dtype=torch.bfloat16)

@@ -1,10 +1,10 @@
-"""The one binary search (calculator/search.py) against a plain scan."""
+"""The one binary search (calculator/core/search.py) against a plain scan."""
 
 from __future__ import annotations
 
 from hypothesis import given, strategies as hs
 
-from calculator.search import first_where, largest_fitting
+from calculator.core.search import first_where, largest_fitting
 
 
 def test_first_where_returns_the_first_item_that_holds_with_its_value():

@@ -8,12 +8,12 @@ import math
 
 import pytest
 
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.model import catalog_model
-from calculator.serving import (GIB, KvGroup, kv_bytes_per_token_per_gpu, kv_groups, max_sequences, profile_peak,
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.models.seam import catalog_model
+from calculator.serving.engines import (GIB, KvGroup, kv_bytes_per_token_per_gpu, kv_groups, max_sequences, profile_peak,
                                 weights_per_gpu)
-from calculator.serving_plan import serve
+from calculator.serving.plan import serve
 
 H100 = gpu("h100")
 

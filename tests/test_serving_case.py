@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from calculator.gpus import gpu
-from calculator.model import catalog_model
-from calculator.serving_plan import serve
+from calculator.core.gpus import gpu
+from calculator.models.seam import catalog_model
+from calculator.serving.plan import serve
 from guide.case import Case, read_case
 from guide.chapters import by_slug
 from guide.format import format_bytes, format_count

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from calculator.gpus import gpu
-from calculator.model import catalog_model
-from calculator.serving_plan import serve
+from calculator.core.gpus import gpu
+from calculator.models.seam import catalog_model
+from calculator.serving.plan import serve
 from tests.test_cli import cli
 
 KEYS = {"weights_bytes_per_gpu", "activation_reserve_bytes", "kv_pool_bytes_per_gpu", "kv_bytes_per_token",

@@ -9,11 +9,11 @@ import math
 
 import pytest
 
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.model import catalog_model
-from calculator.serving import CUDA_GRAPH_BYTES, GIB, VLLM_CURRENT
-from calculator.serving_plan import serve
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.models.seam import catalog_model
+from calculator.serving.engines import CUDA_GRAPH_BYTES, GIB, VLLM_CURRENT
+from calculator.serving.plan import serve
 from tests.test_cli import cli
 
 H100 = gpu("h100")

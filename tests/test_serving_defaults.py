@@ -1,4 +1,4 @@
-"""vLLM's scheduler defaults are chosen once, in the engine (calculator.serving.default_limits),
+"""vLLM's scheduler defaults are chosen once, in the engine (calculator.serving.engines.default_limits),
 and every calculator of the serving chapter and `serve` use them.
 
 The table is vLLM's EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py): total memory of
@@ -11,11 +11,11 @@ import json
 
 import pytest
 
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.model import catalog_model
-from calculator.serving import default_limits
-from calculator.serving_plan import serve
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.models.seam import catalog_model
+from calculator.serving.engines import default_limits
+from calculator.serving.plan import serve
 from guide.format import format_bytes
 from tests.apptest import open_page
 from tests.test_cli import cli

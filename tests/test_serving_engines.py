@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from calculator.architecture import ArchSpec, AttentionGroup
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.model import catalog_model
-from calculator.parallel import tensor_parallel
-from calculator.serving import GIB, SGLANG_START_BYTES, allocator_rounding_bytes, sglang_fraction, weights_per_gpu
-from calculator.serving_plan import llamacpp_cache, serve, transformers_multi_gpu
+from calculator.models.architecture import ArchSpec, AttentionGroup
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.models.seam import catalog_model
+from calculator.distributed.parallel import tensor_parallel
+from calculator.serving.engines import GIB, SGLANG_START_BYTES, allocator_rounding_bytes, sglang_fraction, weights_per_gpu
+from calculator.serving.plan import llamacpp_cache, serve, transformers_multi_gpu
 
 
 def test_sglang_fraction_table():
@@ -106,7 +106,7 @@ def test_transformers_device_map_against_tp_plan():
 # -- the commands the chapter prints --------------------------------------------------------------
 
 def test_commands_carry_the_layout_and_quote_the_model():
-    from calculator.serving_commands import llamacpp_command, sglang_command, transformers_code, vllm_command
+    from calculator.serving.launch import llamacpp_command, sglang_command, transformers_code, vllm_command
 
     assert vllm_command("meta-llama/Llama-3.1-70B-Instruct", tensor=4, replicas=2, context=4096, kv_dtype="float8") == (
         "vllm serve meta-llama/Llama-3.1-70B-Instruct --dtype bfloat16 --tensor-parallel-size 4 "

@@ -10,10 +10,10 @@ import pytest
 import torch
 import transformers
 
-from calculator import catalog
-from calculator.inference import can_generate, inference_memory
-from calculator.meta import make_config
-from calculator.snippets import SNIPPET_DTYPES, dummy_data_snippet
+from calculator.models import catalog
+from calculator.memory.inference import can_generate, inference_memory
+from calculator.models.meta import make_config
+from calculator.memory.snippets import SNIPPET_DTYPES, dummy_data_snippet
 from tests.conftest import load_test_config
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from calculator import catalog
-from calculator.gpus import gpu
-from calculator.speed import (attention_flops, data_parallel_training, decode_step, generation, prefill,
+from calculator.models import catalog
+from calculator.core.gpus import gpu
+from calculator.memory.speed import (attention_flops, data_parallel_training, decode_step, generation, prefill,
                               ring_allreduce_seconds, weight_bytes_read)
 from tests.test_cli import cli
 

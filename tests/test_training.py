@@ -9,11 +9,11 @@ import warnings
 
 import pytest
 
-from calculator import catalog
-from calculator.architecture import ArchSpec, spec_from_config
-from calculator.errors import CalculatorError
-from calculator.meta import count_config, make_config
-from calculator.summary import Linear, ModelSummary, Unit
+from calculator.models import catalog
+from calculator.models.architecture import ArchSpec, spec_from_config
+from calculator.core.errors import CalculatorError
+from calculator.models.meta import count_config, make_config
+from calculator.models.summary import Linear, ModelSummary, Unit
 from calculator.training import (
     Layout, ModelTraits, TensorGroup, TrainingSetup, activation_model, candidate_gpu_counts, fewest_gpus,
     largest_micro_batch, layer_activation_bytes, lora_parameters, nf4_bytes, optimizer_state_bytes,

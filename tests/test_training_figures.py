@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from hypothesis import given, settings, strategies as hs
 
-from calculator import catalog
+from calculator.models import catalog
 from calculator.training import (
     LAYER_GROUPS, METHODS, PEAK_COMPONENTS, Layout, TrainingSetup, activation_model, compare_methods,
     korthikanti_layer_bytes, largest_micro_batch, lora_parameters, rule_of_thumb_bytes, rule_of_thumb_split,

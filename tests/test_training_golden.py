@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from calculator import catalog
-from calculator.errors import CalculatorError
+from calculator.models import catalog
+from calculator.core.errors import CalculatorError
 from calculator.training import (
     STRATEGIES, Layout, TrainingSetup, fewest_gpus, largest_micro_batch, traits_from_config, training_memory,
 )

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 import calculator.training as training
-from calculator.errors import CalculatorError
-from calculator.model import catalog_model
+from calculator.core.errors import CalculatorError
+from calculator.models.seam import catalog_model
 from calculator.training import Layout, TrainingSetup, activation_model, training_memory
 
 # Every public name of calculator/training.py before it became a package.

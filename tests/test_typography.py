@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from calculator.messages import text
+from calculator.core.messages import text
 from guide.chapters import CHAPTERS, HOME
 from guide.typography import NNBSP, for_language, french
 

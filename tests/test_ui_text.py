@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import string
 
-from calculator.messages import CATALOG_DIR, catalog
+from calculator.core.messages import CATALOG_DIR, catalog
 
 
 def test_same_files_in_both_languages():
@@ -65,7 +65,7 @@ def test_links_in_widget_messages_keep_the_readers_language():
 
 
 def test_every_quantization_format_names_its_source_in_both_languages():
-    from calculator.quantization import FORMATS
+    from calculator.memory.quantization import FORMATS
 
     for lang in ("en", "fr"):
         strings = catalog(lang)

@@ -10,10 +10,10 @@ import tomllib
 
 import pytest
 
-from calculator.configs import check_config
-from calculator.errors import CalculatorError, Grouped
-from calculator.messages import text
-from calculator.model import MAX_UPLOAD_BYTES, resolve_upload
+from calculator.models.configs import check_config
+from calculator.core.errors import CalculatorError, Grouped
+from calculator.core.messages import text
+from calculator.models.seam import MAX_UPLOAD_BYTES, resolve_upload
 from guide.render import streamlit_translations
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from calculator.gpus import gpus
+from calculator.core.gpus import gpus
 from guide import chapters
 from guide.markdown import Heading, parse, widget_names
 from guide.url_values import CASE_NUMBERS, CASE_TEXTS, parameter_kinds, usable

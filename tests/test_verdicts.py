@@ -1,4 +1,4 @@
-"""The answers of calculator/verdicts.py, pinned by hand: the budget's thresholds worked out from
+"""The answers of calculator/answers/verdicts.py, pinned by hand: the budget's thresholds worked out from
 their definition (DESIGN.md, "Units and verdicts"), the issue #22 cases, the precision a card
 computes in (datasheets), and the time of a training epoch from its formula."""
 
@@ -9,13 +9,13 @@ import math
 
 import pytest
 
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.workloads import shape
-from calculator.inference import inference_memory
-from calculator.model import catalog_model
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.memory.workloads import shape
+from calculator.memory.inference import inference_memory
+from calculator.models.seam import catalog_model
 from calculator.training import TrainingSetup
-from calculator.verdicts import (Answer, Assumption, compute_dtype_for, context_span, data_parallel_answer,
+from calculator.answers.verdicts import (Answer, Assumption, compute_dtype_for, context_span, data_parallel_answer,
                                  default_checkpointing, formats_answer, largest_batch_answer, largest_context_answer,
                                  largest_micro_batch_answer, offload_limits, pipeline_answer, speed_answer,
                                  tensor_parallel_answer, weights_per_gpu, worst)

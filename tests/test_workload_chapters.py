@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.model import catalog_model
-from calculator.serving_plan import serve
-from calculator.workloads import length_of, lengths_at, shape, varies
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.models.seam import catalog_model
+from calculator.serving.plan import serve
+from calculator.memory.workloads import length_of, lengths_at, shape, varies
 from guide import chapters
 from guide.widgets import context_memory, quant_formats, training_memory
 from guide.inputs.common import Inputs

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from calculator.messages import text as text_of
+from calculator.core.messages import text as text_of
 from guide.format import format_bytes, format_count
 from tests.apptest import fingerprint, open_page
 from tests.test_cli import cli

@@ -11,7 +11,7 @@ import torch
 import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from calculator.workload_snippets import workload_snippet
+from calculator.memory.workload_snippets import workload_snippet
 
 SPECIAL = ["[PAD]", "[UNK]", "</s>", "<|startoftranscript|>", "<|notimestamps|>"]
 VOCAB = 64

@@ -14,15 +14,15 @@ import torch
 import transformers
 
 from bench.measure import LiveBytes, cache_tensor_bytes
-from calculator import catalog
-from calculator.architecture import spec_from_config
-from calculator.errors import CalculatorError
-from calculator.gpus import gpu
-from calculator.inference import inference_memory, kv_cache_bytes
-from calculator.meta import make_config
-from calculator.model import catalog_model
-from calculator.workload_speed import against_ceiling, workload_speed
-from calculator.workloads import default_workload, shape, workload_for, workloads_for
+from calculator.models import catalog
+from calculator.models.architecture import spec_from_config
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import gpu
+from calculator.memory.inference import inference_memory, kv_cache_bytes
+from calculator.models.meta import make_config
+from calculator.models.seam import catalog_model
+from calculator.memory.workload_speed import against_ceiling, workload_speed
+from calculator.memory.workloads import default_workload, shape, workload_for, workloads_for
 from tests.conftest import ROOT
 
 # The parameter counts of OpenAI's model card (github.com/openai/whisper, "Available models
@@ -124,7 +124,7 @@ def test_bert_forward_activation_peak_measured_on_the_cpu(architecture):
 
 
 def make_summary(config):
-    from calculator.meta import count_config
+    from calculator.models.meta import count_config
 
     return count_config(config, "auto")
 
@@ -151,7 +151,7 @@ def test_speech_speed_counts_audio_hours():
 
 
 def test_the_encoder_is_a_share_of_the_parameters():
-    from calculator.workload_speed import encoder_parameters
+    from calculator.memory.workload_speed import encoder_parameters
 
     # Whisper-small's encoder: 12 layers of 4 x 768^2 (attention) + 2 x 768 x 3072 (MLP)
     assert encoder_parameters(catalog.stored_spec("whisper-small")) == 12 * (4 * 768**2 + 2 * 768 * 3072)

@@ -44,28 +44,28 @@ All sizes in bytes. Pure Python: nothing here imports torch.
 
 from __future__ import annotations
 
-from ..families import ModelTraits, traits_from_config
-from .activations import (
+from calculator.models.families import ModelTraits, traits_from_config
+from calculator.training.activations import (
     ActivationModel, KorthikantiLayer, Moment, activation_model, korthikanti_layer_bytes, layer_activation_bytes,
 )
-from .inverse import (
+from calculator.training.inverse import (
     GpuCount, MethodMemory, candidate_gpu_counts, compare_methods, fewest_gpus, largest_micro_batch,
     rule_of_thumb_bytes, rule_of_thumb_split, strategy_layout,
 )
-from .layer_tensors import ACTIVATION_KEEPS, LAYER_GROUPS, ROLES, SITES, Saved
-from .peak import PEAK_COMPONENTS, TrainingMemory, model_traits_default, training_memory
-from .quantized import (
+from calculator.training.layer_tensors import ACTIVATION_KEEPS, LAYER_GROUPS, ROLES, SITES, Saved
+from calculator.training.peak import PEAK_COMPONENTS, TrainingMemory, model_traits_default, training_memory
+from calculator.training.quantized import (
     NF4_BLOCK, NF4_SCALE_BLOCK, kbit_upcast_bytes, largest_module_parameters, nf4_bytes, quantized_base_bytes,
     unconverted_expert_parameters,
 )
-from .setup import (
+from calculator.training.setup import (
     ACCOUNTINGS, ADAPTER_DTYPES, ALL_LINEAR, ATTENTION, AUTOCAST_PRECISIONS, CHECKPOINTING, DEVICES,
     FINE_TUNING_DEFAULTS, GPUS_PER_NODE,
     MAX_BATCH, MAX_GPUS, MAX_RANK, MAX_TOKENS, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISION_BYTES, PRECISIONS,
     STRATEGIES, ZERO_STAGES, Layout, Precision, TrainingSetup, adapters_in_float32, check_layout, check_setup,
     float32_residual,
 )
-from .tensors import (
+from calculator.training.tensors import (
     BNB_BLOCK, BNB_MIN_8BIT, BNB_QMAPS_BYTES, NAME_ROLES, TensorGroup, full_tensors, linear_role, lora_modules,
     lora_parameters, lora_rank_of, lora_tensors, optimizer_state_bytes, optimizer_step_temporary,
 )
@@ -91,6 +91,6 @@ __all__ = [
     # inverse
     "largest_micro_batch", "strategy_layout", "candidate_gpu_counts", "GpuCount", "fewest_gpus", "rule_of_thumb_bytes",
     "rule_of_thumb_split", "MethodMemory", "compare_methods",
-    # kept for callers that took them from here (they live in calculator.families)
+    # kept for callers that took them from here (they live in calculator.models.families)
     "ModelTraits", "traits_from_config",
 ]

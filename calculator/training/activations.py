@@ -7,15 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 import math
 
-from ..architecture import ArchSpec
-from ..families import ModelTraits
-from ..summary import ModelSummary
-from .layer_tensors import (
+from calculator.models.architecture import ArchSpec
+from calculator.models.families import ModelTraits
+from calculator.models.summary import ModelSummary
+from calculator.training.layer_tensors import (
     LAYER_GROUPS, NORM_ROLES, Saved, _adapted, _Adapted, _adapter_tensors, _attention_tensors, _Dims, _dims,
     _dropout_tensors, _feed_forward_tensors, _norm_tensors,
 )
-from .setup import TrainingSetup, _layer_count
-from .tensors import linear_role
+from calculator.training.setup import TrainingSetup, _layer_count
+from calculator.training.tensors import linear_role
 
 # Activations -------------------------------------------------------------------------------
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..architecture import ArchSpec
-from ..families import ModelTraits
-from ..search import first_where, fits, largest_fitting
-from ..summary import ModelSummary
-from .peak import TrainingMemory, training_memory
-from .setup import GPUS_PER_NODE, METHODS, STRATEGIES, Layout, TrainingSetup, _choice, _layer_count, check_setup
+from calculator.models.architecture import ArchSpec
+from calculator.models.families import ModelTraits
+from calculator.core.search import first_where, fits, largest_fitting
+from calculator.models.summary import ModelSummary
+from calculator.training.peak import TrainingMemory, training_memory
+from calculator.training.setup import GPUS_PER_NODE, METHODS, STRATEGIES, Layout, TrainingSetup, _choice, _layer_count, check_setup
 
 # The inverse questions ---------------------------------------------------------------------
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import math
 
-from ..architecture import ArchSpec
-from ..families import ModelTraits
-from ..summary import ModelSummary
-from .setup import AUTOCAST_PRECISIONS, PRECISION_BYTES, TrainingSetup, _layer_count, adapters_in_float32, float32_residual
-from .tensors import linear_role, lora_modules
+from calculator.models.architecture import ArchSpec
+from calculator.models.families import ModelTraits
+from calculator.models.summary import ModelSummary
+from calculator.training.setup import AUTOCAST_PRECISIONS, PRECISION_BYTES, TrainingSetup, _layer_count, adapters_in_float32, float32_residual
+from calculator.training.tensors import linear_role, lora_modules
 
 # Tensors of n x intermediate that an activation function keeps for its backward, besides its
 # output: SiLU and GELU keep their input; ReLU keeps only its output; the tanh GELU written

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 import math
 
-from ..architecture import ArchSpec
-from ..families import ModelTraits, traits_from_config
-from ..summary import ModelSummary
-from .activations import ActivationModel, activation_model
-from .quantized import largest_module_parameters, quantized_base_bytes
-from .setup import PRECISION_BYTES, Layout, TrainingSetup, _layer_count, adapters_in_float32, check_layout, check_setup
-from .tensors import (
+from calculator.models.architecture import ArchSpec
+from calculator.models.families import ModelTraits, traits_from_config
+from calculator.models.summary import ModelSummary
+from calculator.training.activations import ActivationModel, activation_model
+from calculator.training.quantized import largest_module_parameters, quantized_base_bytes
+from calculator.training.setup import PRECISION_BYTES, Layout, TrainingSetup, _layer_count, adapters_in_float32, check_layout, check_setup
+from calculator.training.tensors import (
     full_tensors, lora_modules, lora_rank_of, lora_tensors, optimizer_state_bytes, optimizer_step_temporary,
 )
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
-from ..architecture import ArchSpec
-from ..quantization import is_router
-from ..summary import ModelSummary
-from .setup import _layer_count
+from calculator.models.architecture import ArchSpec
+from calculator.memory.quantization import is_router
+from calculator.models.summary import ModelSummary
+from calculator.training.setup import _layer_count
 
 # NF4 (QLoRA): two weights per byte, one float32 scale per block of 64; with double
 # quantization the scales are stored in 8 bits, in blocks of 256 with a float32 scale each

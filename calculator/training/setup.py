@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import limits
-from ..architecture import ArchSpec
-from ..errors import CalculatorError
+from calculator.core import limits
+from calculator.models.architecture import ArchSpec
+from calculator.core.errors import CalculatorError
 
 # Choices, written as they appear in URLs and on the command line (language-neutral).
 PRECISIONS = ("mixed", "bfloat16", "float32", "amp", "bf16-autocast")

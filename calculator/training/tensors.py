@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import math
 import re
 
-from ..architecture import ArchSpec
-from ..errors import CalculatorError
-from ..summary import Linear, ModelSummary
-from .setup import ALL_LINEAR, OPTIMIZERS, _choice
+from calculator.models.architecture import ArchSpec
+from calculator.core.errors import CalculatorError
+from calculator.models.summary import Linear, ModelSummary
+from calculator.training.setup import ALL_LINEAR, OPTIMIZERS, _choice
 
 # bitsandbytes: 8-bit optimizer states in blocks of 256 values with a float32 scale each;
 # tensors under 4,096 values keep float32 states (min_8bit_size).

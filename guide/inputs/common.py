@@ -6,12 +6,12 @@ from dataclasses import dataclass, replace
 
 import streamlit as st
 
-from calculator import catalog
-from calculator.model import Model, catalog_model
-from calculator.budget import Budget
-from calculator.cuda_context import context_for
-from calculator.gpus import Gpu, gpu, gpus
-from calculator.precision import DTYPES
+from calculator.models import catalog
+from calculator.models.seam import Model, catalog_model
+from calculator.core.budget import Budget
+from calculator.core.cuda_context import context_for
+from calculator.core.gpus import Gpu, gpu, gpus
+from calculator.core.precision import DTYPES
 from guide.case import WHOLE_NUMBERS
 from guide.widgets import Context, gpu_name
 
@@ -46,8 +46,8 @@ class Inputs:
 
     @property
     def work(self) -> str:
-        """The workload this calculator runs (calculator/workloads.py: workload_for)."""
-        from calculator.workloads import workload_for
+        """The workload this calculator runs (calculator/memory/workloads.py: workload_for)."""
+        from calculator.memory.workloads import workload_for
 
         return workload_for(self.model.spec, None if self.workload == "auto" else self.workload)
 
@@ -133,8 +133,8 @@ def _override(ctx: Context, name: str, key: str, current, dtypes):
 
 def _local_model(ctx: Context, name: str, fallback: Model, headers: bool = False) -> Model:
     """A model this calculator alone uses: a catalog model or a Hub id, through the model seam."""
-    from calculator.errors import CalculatorError
-    from calculator.model import resolve
+    from calculator.core.errors import CalculatorError
+    from calculator.models.seam import resolve
     from guide.format import escape_markdown
 
     try:

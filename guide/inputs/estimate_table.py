@@ -10,8 +10,8 @@ from __future__ import annotations
 import csv
 import io
 
-from calculator.estimate import Row
-from calculator.summary import ModelSummary
+from calculator.memory.estimate import Row
+from calculator.models.summary import ModelSummary
 from guide.format import format_bytes, format_count
 from guide.widgets import Context
 

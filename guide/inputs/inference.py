@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.inference import ATTENTION, MODES, can_generate
+from calculator.memory.inference import ATTENTION, MODES, can_generate
 from guide.widgets import Context
 
 KV_DTYPES = ("auto", "float16", "bfloat16", "float8", "int8")
@@ -43,11 +43,11 @@ def moment(ctx: Context, name: str) -> str:
 
 def inference_answer(model, card, batch: int, context: int, options: dict):
     """The inference command's answer for `batch` sequences of `context` tokens (the core of
-    `inference --json`, calculator/answers_inference.py): the out-of-memory chapter's
+    `inference --json`, calculator/answers/inference_json.py): the out-of-memory chapter's
     calculators answer with the run at the edge they found (longest context, largest batch)."""
-    from calculator.answers import answer_for
-    from calculator.answers_inference import inference_json
-    from calculator.workloads import default_workload
+    from calculator.answers.markdown import answer_for
+    from calculator.answers.inference_json import inference_json
+    from calculator.memory.workloads import default_workload
 
     typed = model.key or model.name
     argv = [typed, "--batch", str(batch), "--context", str(context), "--dtype", options["dtype"],

@@ -1,13 +1,13 @@
 """Two pieces the speed calculators share (not a widget of its own): how long the case's
 items take at the case's batch, and a speed the reader measured against the ceiling, in the
-workload's unit, with the section to read next (calculator/workload_speed.py decides both)."""
+workload's unit, with the section to read next (calculator/memory/workload_speed.py decides both)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.workload_speed import WorkloadSpeed, against_ceiling
+from calculator.core.errors import CalculatorError
+from calculator.memory.workload_speed import WorkloadSpeed, against_ceiling
 from guide.format import format_number, format_percent
 from guide.widgets import Context
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.serving import ENGINES, KV_DTYPES, WEIGHT_DTYPES
+from calculator.serving.engines import ENGINES, KV_DTYPES, WEIGHT_DTYPES
 from guide.format import format_count
 from guide.widgets import Context
 
@@ -26,7 +26,7 @@ def engine_picker(ctx: Context, key: str, container=st, choices=ENGINES) -> str:
 
 def share_input(ctx: Context, key: str, container=st) -> float | None:
     """The engine's share of the card; empty, it is the engine's own default (vLLM's 0.92,
-    SGLang's table on the card and the tensor-parallel size), chosen in calculator.serving."""
+    SGLang's table on the card and the tensor-parallel size), chosen in calculator.serving.engines."""
     value = container.number_input(ctx.t("serving.utilization"), min_value=0.05, max_value=1.0, value=None,
                                    step=0.01, format="%.2f", key=key, bind="query-params",
                                    placeholder=ctx.t("serving.engine_default_share"),
@@ -43,7 +43,7 @@ def count_input(ctx: Context, label_key: str, key: str, default: int, low: int =
 def limit_input(ctx: Context, label_key: str, key: str, low: int, high: int, step: int = 1, container=st,
                 help_key: str | None = None) -> int | None:
     """A scheduler limit that stays empty unless the reader or the link sets one: empty means
-    vLLM's own default for the card (calculator.serving.default_limits, chosen in the engine)."""
+    vLLM's own default for the card (calculator.serving.engines.default_limits, chosen in the engine)."""
     value = container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=None, step=step, key=key,
                                    bind="query-params", placeholder=ctx.t("serving.engine_default"),
                                    help=ctx.t(help_key) if help_key else None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.model import Model
+from calculator.models.seam import Model
 from calculator.training import CHECKPOINTING, METHODS, OPTIMIZERS, PEAK_COMPONENTS, PRECISIONS, TrainingMemory
 from guide.charts import stacked_memory
 from guide.widgets import Context
@@ -108,8 +108,8 @@ def positions_note(ctx: Context, model: Model, sequence: int) -> bool:
 def train_answer(inputs, setup, answer, layout=None, methods=None, extra: tuple[str, ...] = ()):
     """The train command's answer for this step: its JSON (answers_training, as `train --json`
     writes it), the command line that reproduces it (`extra`: this calculator's own options)."""
-    from calculator.answers import answer_for
-    from calculator.answers_training import fewest_json, methods_json, train_json
+    from calculator.answers.markdown import answer_for
+    from calculator.answers.training_json import fewest_json, methods_json, train_json
     from calculator.training import Layout
 
     typed = inputs.model.key or inputs.model.name

@@ -1,11 +1,11 @@
 """The case's workload in the memory calculators (oom, quantization): the run one item makes
-(calculator/workloads.shape), and one line that says its lengths in the workload's unit."""
+(calculator/memory/workloads.shape), and one line that says its lengths in the workload's unit."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from calculator.workloads import SPEECH_START_TOKENS, Shape, length_of, shape
+from calculator.memory.workloads import SPEECH_START_TOKENS, Shape, length_of, shape
 from guide.format import format_count
 from guide.widgets import Context
 

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from calculator.messages import text
+from calculator.core.messages import text
 from guide import url_values
 from guide.chapters import CHAPTERS
 from guide.format import escape_markdown
@@ -56,7 +56,7 @@ class Param:
 
 
 def gpu_name(key: object) -> str:
-    from calculator.gpus import gpu
+    from calculator.core.gpus import gpu
 
     return gpu(key).name
 
@@ -136,7 +136,7 @@ def _guarded(render: Callable[[Context], None]) -> Callable[[Context], None]:
     in the reader's language instead of stopping the page; then come the share box and, when
     the widget gave one, its paste-ready answer."""
     def run(ctx: Context) -> None:
-        from calculator.errors import CalculatorError
+        from calculator.core.errors import CalculatorError
 
         ctx = replace(ctx, notes=[], answers=[])
         try:
@@ -159,7 +159,7 @@ def share_note(ctx: Context, note: str | None) -> None:
 
 
 def answer_with(ctx: Context, answer) -> None:
-    """Give the frame this calculation's answer (calculator.answers.Answer) for "Copy as answer"."""
+    """Give the frame this calculation's answer (calculator.answers.markdown.Answer) for "Copy as answer"."""
     ctx.answers.append(answer)
 
 

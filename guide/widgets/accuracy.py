@@ -1,6 +1,6 @@
 """estimator#accuracy: the latest measurements of bench/accuracy.py against the calculator,
 per device, as a summary per kind, a chart of predicted against measured and every row.
-Everything shown is read from the result files (calculator/accuracy.py); nothing is typed."""
+Everything shown is read from the result files (calculator/answers/accuracy.py); nothing is typed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from bench import RESULTS_DIR
-from calculator.accuracy import KINDS, ResultRow, ResultRun, latest_runs, summarize
+from calculator.answers.accuracy import KINDS, ResultRow, ResultRun, latest_runs, summarize
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number, format_percent
 from guide.widgets import Context, Param, Widget

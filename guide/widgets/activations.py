@@ -9,8 +9,8 @@ from dataclasses import replace
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.budget import Budget
-from calculator.errors import CalculatorError
+from calculator.core.budget import Budget
+from calculator.core.errors import CalculatorError
 from calculator.training import ATTENTION, CHECKPOINTING, activation_model, korthikanti_layer_bytes, \
     largest_micro_batch, training_memory
 from guide.charts import GIB, base_layout, capacity_line

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.budget import Budget, readings_of
-from calculator.inference import inference_memory
-from calculator.speed import decode_step, generation
-from calculator.verdicts import largest_batch_answer
-from calculator.workload_speed import workload_speed
-from calculator.workloads import shape
+from calculator.core.budget import Budget, readings_of
+from calculator.memory.inference import inference_memory
+from calculator.memory.speed import decode_step, generation
+from calculator.answers.verdicts import largest_batch_answer
+from calculator.memory.workload_speed import workload_speed
+from calculator.memory.workloads import shape
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
@@ -30,7 +30,7 @@ def batch_sizes(largest: int, chosen: int = 1) -> list[int]:
 
 
 def work_of(inputs):
-    """The run one item of the case's workload makes (calculator/workloads.py)."""
+    """The run one item of the case's workload makes (calculator/memory/workloads.py)."""
     return shape(inputs.model.spec, inputs.work, prompt=inputs.prompt, new_tokens=inputs.new_tokens,
                  sequence=inputs.prompt)
 
@@ -42,8 +42,8 @@ def answer_for(inputs):
 
 def paste_answer(inputs, work, sizes: list[int]):
     """The speed command's answer over the batch sizes this table shows (its JSON, as `speed --json` writes it)."""
-    from calculator.answers import answer_for as answer_of
-    from calculator.answers_parallel import speed_json
+    from calculator.answers.markdown import answer_for as answer_of
+    from calculator.answers.parallel_json import speed_json
 
     typed = inputs.model.key or inputs.model.name
     argv = (typed, "--gpu", inputs.card.key, "--dtypes", inputs.dtype, "--workload", work.workload,
@@ -99,7 +99,7 @@ def render(ctx: Context) -> None:
 
 def _code(ctx: Context, model, work, inputs) -> None:
     """The loop that reaches these speeds, for the case's workload and model."""
-    from calculator.workload_snippets import workload_snippet
+    from calculator.memory.workload_snippets import workload_snippet
 
     with st.expander(ctx.t("workload_snippet.code_title"), icon=":material/code:"):
         st.caption(ctx.t("workload_snippet.code_help"))

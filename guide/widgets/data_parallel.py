@@ -5,10 +5,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.limits import high
-from calculator.speed import NETWORKS_GBS
-from calculator.verdicts import data_parallel_answer
-from calculator.workloads import shape
+from calculator.core.limits import high
+from calculator.memory.speed import NETWORKS_GBS
+from calculator.answers.verdicts import data_parallel_answer
+from calculator.memory.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
@@ -36,8 +36,8 @@ def answer_for(inputs, samples: int, per_node: int, nodes: int, network: str, tr
 
 def paste_answer(inputs, answer, samples: int, per_node: int, network: str, training: bool):
     """The data-parallel command's answer for this calculation (its JSON, as `--json` writes it)."""
-    from calculator.answers import answer_for as answer_of
-    from calculator.answers_parallel import data_parallel_json
+    from calculator.answers.markdown import answer_for as answer_of
+    from calculator.answers.parallel_json import data_parallel_json
 
     typed, nodes = inputs.model.key or inputs.model.name, answer.figures["nodes"]
     argv = [typed, "--gpu", inputs.card.key, "--samples", str(samples), "--tokens", str(inputs.prompt),

@@ -8,11 +8,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.offload import QUANTIZATIONS, compact_map, default_gpu_budget, forward_cost, snippet
-from calculator.offload_plan import plan_config
-from calculator.precision import FLOAT_DTYPES
-from calculator.verdicts import offload_limits
+from calculator.core.errors import CalculatorError
+from calculator.distributed.offload import QUANTIZATIONS, compact_map, default_gpu_budget, forward_cost, snippet
+from calculator.distributed.offload_plan import plan_config
+from calculator.core.precision import FLOAT_DTYPES
+from calculator.answers.verdicts import offload_limits
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
@@ -46,8 +46,8 @@ def budget_input(ctx: Context, label: str, key: str, placeholder: str, high: int
 
 def paste_answer(inputs, plan, cost, budget: int, gpus: int, gpu_gib: int | None, cpu_gib: int | None):
     """The offload command's answer for this plan (its JSON, as `offload --json` writes it)."""
-    from calculator.answers import answer_for as answer_of
-    from calculator.answers_offload import offload_json
+    from calculator.answers.markdown import answer_for as answer_of
+    from calculator.answers.offload_json import offload_json
 
     typed = inputs.model.key or inputs.model.name
     argv = [typed, "--gpu", inputs.card.key, "--dtype", plan.dtype, "--quantization", plan.quantization,

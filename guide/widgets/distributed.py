@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.answers_training import STRATEGY_LABELS, fewest_pick
-from calculator.budget import Budget
-from calculator.errors import CalculatorError
+from calculator.answers.training_json import STRATEGY_LABELS, fewest_pick
+from calculator.core.budget import Budget
+from calculator.core.errors import CalculatorError
 from calculator.training import STRATEGIES, fewest_gpus, strategy_layout, training_memory
 from guide.charts import GIB, capacity_line
 from guide.format import format_bytes, format_count
@@ -88,7 +88,7 @@ def render(ctx: Context) -> None:
 
 def paste_answer(inputs, setup):
     """`train --gpu`'s answer: one GPU's step, and the fewest of these GPUs by strategy."""
-    from calculator.verdicts import largest_micro_batch_answer
+    from calculator.answers.verdicts import largest_micro_batch_answer
 
     answer = largest_micro_batch_answer(inputs.model, inputs.card, setup)
     return train_answer(inputs, setup, answer, extra=("--accumulation", str(setup.gradient_accumulation)))

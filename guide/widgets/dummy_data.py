@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.budget import Budget, readings_of
-from calculator.inference import inference_memory
-from calculator.snippets import SNIPPET_DTYPES, dummy_data_snippet
-from calculator.workloads import length_of, varies
+from calculator.core.budget import Budget, readings_of
+from calculator.memory.inference import inference_memory
+from calculator.memory.snippets import SNIPPET_DTYPES, dummy_data_snippet
+from calculator.memory.workloads import length_of, varies
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget
 from guide.inputs.common import case_inputs, readings_row

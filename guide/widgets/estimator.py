@@ -9,12 +9,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.budget import Budget
-from calculator.errors import CalculatorError
-from calculator.estimate import fit_verdict, load_readings, rows_for, weight_rounding
-from calculator.gpus import gpus
-from calculator.model import Model, catalog_model, resolve, resolve_upload
-from calculator.precision import DEFAULT_DTYPES, DTYPES
+from calculator.core.budget import Budget
+from calculator.core.errors import CalculatorError
+from calculator.memory.estimate import fit_verdict, load_readings, rows_for, weight_rounding
+from calculator.core.gpus import gpus
+from calculator.models.seam import Model, catalog_model, resolve, resolve_upload
+from calculator.core.precision import DEFAULT_DTYPES, DTYPES
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, share_note, show_error
@@ -58,8 +58,8 @@ def render(ctx: Context) -> None:
 
 def _answer(model: Model, dtypes: list[str], base: bool):
     """The estimate command's answer for this table (its JSON is estimate_model's, as `estimate --json` writes it)."""
-    from calculator.answers import answer_for
-    from calculator.estimate import estimate_model
+    from calculator.answers.markdown import answer_for
+    from calculator.memory.estimate import estimate_model
 
     typed = model.key or model.name
     argv = (typed, "--dtypes", *dtypes, *(("--model-class", "base") if base else ()))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.evidence import read
-from calculator.evidence_compare import Case, compare
-from calculator.evidence_text import figure_rows, kind_name, lines
+from calculator.core.errors import CalculatorError
+from calculator.answers.evidence import read
+from calculator.answers.evidence_compare import Case, compare
+from calculator.answers.evidence_text import figure_rows, kind_name, lines
 from guide.format import escape_markdown
 from guide.widgets import Context, Param, Widget, show_error
 

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from calculator.estimate import rows_for
+from calculator.memory.estimate import rows_for
 from guide.case_bar import carried_query
 from guide.widgets import Context, Param, Widget, share_note
 from guide.inputs.common import case_inputs, counted_model, source_label

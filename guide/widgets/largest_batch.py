@@ -6,16 +6,16 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.budget import Budget, readings_of
-from calculator.inference import inference_memory
-from calculator.verdicts import largest_batch_answer
+from calculator.core.budget import Budget, readings_of
+from calculator.memory.inference import inference_memory
+from calculator.answers.verdicts import largest_batch_answer
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, tokens_input
 from guide.inputs.inference import inference_answer, mode_picker
 from guide.inputs.workload import length_unit, work_of, workload_note
-from calculator.workloads import length_of, lengths_at, varies
+from calculator.memory.workloads import length_of, lengths_at, varies
 
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.answers import answer_for
-from calculator.errors import CalculatorError
-from calculator.llama_cpp import CACHE_TYPES, DEFAULT_CPU_GBS, GGUF_TYPES, MAX_CONTEXT, plan_llama_cpp
+from calculator.answers.markdown import answer_for
+from calculator.core.errors import CalculatorError
+from calculator.distributed.llama_cpp import CACHE_TYPES, DEFAULT_CPU_GBS, GGUF_TYPES, MAX_CONTEXT, plan_llama_cpp
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs, tokens_input

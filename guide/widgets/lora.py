@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from calculator.budget import Budget
-from calculator.errors import CalculatorError
+from calculator.core.budget import Budget
+from calculator.core.errors import CalculatorError
 from calculator.training import METHODS, compare_methods, kbit_upcast_bytes, unconverted_expert_parameters
 from guide.charts import capacity_line
 from guide.format import escape_markdown, format_bytes, format_count, format_number
@@ -72,7 +72,7 @@ def render(ctx: Context) -> None:
 
 def paste_answer(inputs, setup, methods, rank: int, targets: str):
     """`train --compare-methods`'s answer: the three methods' peaks and largest micro-batches."""
-    from calculator.verdicts import largest_micro_batch_answer
+    from calculator.answers.verdicts import largest_micro_batch_answer
 
     answer = largest_micro_batch_answer(inputs.model, inputs.card, setup)
     extra = ("--lora-rank", str(rank), "--lora-targets", targets, "--compare-methods")

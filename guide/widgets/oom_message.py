@@ -8,9 +8,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.oom_case import case_lines, read_against_case
-from calculator.oom_message import Reading, read
+from calculator.core.errors import CalculatorError
+from calculator.memory.oom_case import case_lines, read_against_case
+from calculator.memory.oom_message import Reading, read
 from guide.charts import GIB, base_layout
 from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget

@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.parallel import (SCHEDULES, bubble_fraction, peak_in_flight, pipeline_schedule,
+from calculator.distributed.parallel import (SCHEDULES, bubble_fraction, peak_in_flight, pipeline_schedule,
                                  schedule_idle_fraction)
 from guide.charts import base_layout
 from guide.format import format_number, format_percent

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.parallel import MAX_STAGES, tied_head_copy_bytes
-from calculator.quantization import storage_dtype
-from calculator.verdicts import pipeline_answer
+from calculator.distributed.parallel import MAX_STAGES, tied_head_copy_bytes
+from calculator.memory.quantization import storage_dtype
+from calculator.answers.verdicts import pipeline_answer
 from guide.charts import capacity_line, stacked_memory
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
@@ -24,8 +24,8 @@ def answer_for(inputs, gpus: int):
 
 def paste_answer(inputs, gpus: int, answer):
     """The pipeline command's answer for this split (its JSON, as `pipeline --json` writes it)."""
-    from calculator.answers import answer_for as answer_of
-    from calculator.answers_parallel import pipeline_json
+    from calculator.answers.markdown import answer_for as answer_of
+    from calculator.answers.parallel_json import pipeline_json
 
     typed, dtype = inputs.model.key or inputs.model.name, storage_dtype(inputs.dtype)
     argv = (typed, "--gpus", str(gpus), "--gpu", inputs.card.key, "--dtype", dtype)

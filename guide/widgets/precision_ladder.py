@@ -6,11 +6,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.budget import Budget
-from calculator.estimate import fit_verdict, weight_rounding
-from calculator.precision import rule_of_thumb_bytes
-from calculator.quantization import ladder
-from calculator.speed import decode_step
+from calculator.core.budget import Budget
+from calculator.memory.estimate import fit_verdict, weight_rounding
+from calculator.core.precision import rule_of_thumb_bytes
+from calculator.memory.quantization import ladder
+from calculator.memory.speed import decode_step
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param

@@ -6,10 +6,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.budget import Budget, readings_of
-from calculator.inference import inference_memory
-from calculator.workload_speed import workload_speed
-from calculator.workloads import shape
+from calculator.core.budget import Budget, readings_of
+from calculator.memory.inference import inference_memory
+from calculator.memory.workload_speed import workload_speed
+from calculator.memory.workloads import shape
 from guide.charts import base_layout
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
@@ -58,10 +58,10 @@ def render(ctx: Context) -> None:
 def paste_answer(inputs, work, batch: int):
     """`speed --dtypes ...` at this batch: each plain precision's speed and verdict (its JSON, as `speed --json`
     writes it)."""
-    from calculator.answers import answer_for
-    from calculator.answers_parallel import speed_json
+    from calculator.answers.markdown import answer_for
+    from calculator.answers.parallel_json import speed_json
 
-    from calculator.precision import DTYPES
+    from calculator.core.precision import DTYPES
 
     answered = [dtype for dtype in SHOWN if dtype in DTYPES]  # the command's precisions (not bnb-nf4, gptq-4bit)
     typed = inputs.model.key or inputs.model.name

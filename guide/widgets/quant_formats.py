@@ -6,9 +6,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.format_support import support_of
-from calculator.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES, shipped_format
-from calculator.verdicts import formats_answer
+from calculator.memory.format_support import support_of
+from calculator.memory.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES, shipped_format
+from calculator.answers.verdicts import formats_answer
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
@@ -30,8 +30,8 @@ def answer_for(inputs, group: int):
 
 def paste_answer(inputs, group: int, answer):
     """The quantize command's answer for this table (its JSON, as `quantize --json` writes it)."""
-    from calculator.answers import answer_for as answer_of
-    from calculator.answers_formats import quantize_json
+    from calculator.answers.markdown import answer_for as answer_of
+    from calculator.answers.formats_json import quantize_json
 
     typed = inputs.model.key or inputs.model.name
     argv = (typed, "--gpu", inputs.card.key, "--group-size", str(group), "--batch", str(inputs.batch),
@@ -116,7 +116,7 @@ def layout_source(ctx: Context, name: str, family: str) -> str:
 
 
 def loader_text(ctx: Context, name: str) -> str:
-    """Who loads a format, in the reader's language (calculator/format_support.py's facts)."""
+    """Who loads a format, in the reader's language (calculator/memory/format_support.py's facts)."""
     support = support_of(name)
     engines = ", ".join(support.engines)
     if support.native == "always" and not support.transformers:

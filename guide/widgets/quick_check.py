@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.precision import bytes_per_param
-from calculator.verdicts import load_answer
+from calculator.core.precision import bytes_per_param
+from calculator.answers.verdicts import load_answer
 from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, readings_row
@@ -22,8 +22,8 @@ def answer_for(inputs):
 
 def paste_answer(model, card, dtype: str):
     """`estimate MODEL --gpu CARD --dtypes DTYPE`'s answer: its JSON (answers_estimate), its verdict."""
-    from calculator.answers import answer_for as answer_of
-    from calculator.answers_estimate import estimate_json
+    from calculator.answers.markdown import answer_for as answer_of
+    from calculator.answers.estimate_json import estimate_json
 
     typed = model.key or model.name
     argv = (typed, "--gpu", card.key, "--dtypes", dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.precision import RULE_OF_THUMB_MARGIN, bytes_per_param, parameter_bytes, rule_of_thumb_bytes
+from calculator.core.precision import RULE_OF_THUMB_MARGIN, bytes_per_param, parameter_bytes, rule_of_thumb_bytes
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget
 from guide.inputs.common import case_inputs

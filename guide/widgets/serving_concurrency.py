@@ -6,9 +6,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.serving import MAX_TOKENS
-from calculator.serving_plan import serve
+from calculator.core.errors import CalculatorError
+from calculator.serving.engines import MAX_TOKENS
+from calculator.serving.plan import serve
 from guide.charts import base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
@@ -76,8 +76,8 @@ def render(ctx: Context) -> None:
 
 def paste_answer(model, plan, tensor: int, prefix: int):
     """`serve --kv-dtype --context [--shared-prefix]`'s answer: the sequences that hold their cache at once."""
-    from calculator.answers import answer_for
-    from calculator.answers_serving import serve_json
+    from calculator.answers.markdown import answer_for
+    from calculator.answers.serving_json import serve_json
 
     typed = model.key or model.name
     argv = (typed, "--gpu", plan.gpu, "--dtype", plan.dtype, "--kv-dtype", plan.kv_dtype, "--context", str(plan.context),

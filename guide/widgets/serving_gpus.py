@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.serving_commands import sglang_command, vllm_command
-from calculator.serving import MAX_TOKENS, MAX_USERS
-from calculator.serving_plan import serve
+from calculator.core.errors import CalculatorError
+from calculator.serving.launch import sglang_command, vllm_command
+from calculator.serving.engines import MAX_TOKENS, MAX_USERS
+from calculator.serving.plan import serve
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
@@ -19,12 +19,12 @@ from guide.inputs.serving import WEIGHT_CHOICES, case_count, engine_picker, kv_p
 def paste_answer(model, plan, users: int, tensor: int):
     """The serve command's answer for these users (its JSON is the plan's, as `serve --json`
     writes it): the pool of one layout and, when it is short, the fewest GPUs."""
-    from calculator.answers import answer_for as answer_of
+    from calculator.answers.markdown import answer_for as answer_of
 
     typed = model.key or model.name
     argv = (typed, "--gpu", plan.gpu, "--dtype", plan.dtype, "--kv-dtype", plan.kv_dtype, "--context", str(plan.context),
             "--users", str(users), "--tensor", str(tensor), "--engine", plan.engine)
-    from calculator.answers_serving import serve_json
+    from calculator.answers.serving_json import serve_json
 
     data = serve_json(model, plan)
     return answer_of("serve", data, argv, typed)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.answers import answer_for
-from calculator.errors import CalculatorError
-from calculator.serving_plan import serve
+from calculator.answers.markdown import answer_for
+from calculator.core.errors import CalculatorError
+from calculator.serving.plan import serve
 from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
@@ -85,7 +85,7 @@ def _answer(model, plan, utilization, batched):
             "--max-num-batched-tokens", str(batched)]
     if utilization is not None:
         argv += ["--gpu-memory-utilization", f"{utilization:g}"]
-    from calculator.answers_serving import serve_json
+    from calculator.answers.serving_json import serve_json
 
     data = serve_json(model, plan)
     return answer_for("serve", data, tuple(argv), typed)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.serving_commands import transformers_code
-from calculator.serving import MAX_TOKENS
-from calculator.serving_plan import transformers_multi_gpu
+from calculator.core.errors import CalculatorError
+from calculator.serving.launch import transformers_code
+from calculator.serving.engines import MAX_TOKENS
+from calculator.serving.plan import transformers_multi_gpu
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.inputs.common import case_inputs

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.limits import high
-from calculator.serving_commands import llamacpp_command, sglang_command, vllm_command
-from calculator.llama_cpp import bytes_per_value
-from calculator.serving import MAX_TOKENS
-from calculator.serving_plan import llamacpp_cache, serve
+from calculator.core.errors import CalculatorError
+from calculator.core.limits import high
+from calculator.serving.launch import llamacpp_command, sglang_command, vllm_command
+from calculator.distributed.llama_cpp import bytes_per_value
+from calculator.serving.engines import MAX_TOKENS
+from calculator.serving.plan import llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
@@ -96,8 +96,8 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
 
 def paste_answer(model, plan, tensor: int, utilization, seqs, batched, offload: float):
     """`serve`'s answer with the engine flags the reader set (an empty one is the engine's default)."""
-    from calculator.answers import answer_for
-    from calculator.answers_serving import serve_json
+    from calculator.answers.markdown import answer_for
+    from calculator.answers.serving_json import serve_json
 
     typed = model.key or model.name
     flags = {"--gpu-memory-utilization": utilization, "--max-num-seqs": seqs, "--max-num-batched-tokens": batched,

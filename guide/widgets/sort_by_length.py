@@ -6,12 +6,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from calculator.budget import Budget
-from calculator.inference import largest_context
-from calculator.length_order import MAX_SAMPLES, sample_lengths, simulate
-from calculator.speed import prefill
-from calculator.verdicts import largest_context_answer
-from calculator.workloads import length_of, varies
+from calculator.core.budget import Budget
+from calculator.memory.inference import largest_context
+from calculator.memory.length_order import MAX_SAMPLES, sample_lengths, simulate
+from calculator.memory.speed import prefill
+from calculator.answers.verdicts import largest_context_answer
+from calculator.memory.workloads import length_of, varies
 from guide.charts import base_layout
 from guide.format import format_count
 from guide.widgets import Context, Param, Widget, gpu_param

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.parallel import TP_DEGREES, communication_seconds, links_for
-from calculator.quantization import storage_dtype
-from calculator.verdicts import tensor_parallel_answer
-from calculator.speed import prefill
+from calculator.core.errors import CalculatorError
+from calculator.distributed.parallel import TP_DEGREES, communication_seconds, links_for
+from calculator.memory.quantization import storage_dtype
+from calculator.answers.verdicts import tensor_parallel_answer
+from calculator.memory.speed import prefill
 from guide.format import format_bytes, format_number, format_percent
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
@@ -27,8 +27,8 @@ def answer_for(inputs, degree: int):
 
 def paste_answer(inputs, degree: int, answer):
     """The tensor-parallel command's answer for this calculation (its JSON, as `--json` writes it)."""
-    from calculator.answers import answer_for as answer_of
-    from calculator.answers_parallel import tensor_parallel_json
+    from calculator.answers.markdown import answer_for as answer_of
+    from calculator.answers.parallel_json import tensor_parallel_json
 
     typed, dtype, tokens = inputs.model.key or inputs.model.name, storage_dtype(inputs.dtype), tp_tokens(inputs)
     argv = (typed, "--degree", str(degree), "--gpu", inputs.card.key, "--dtype", dtype, "--tokens", str(tokens))

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.errors import CalculatorError
-from calculator.inference import can_generate, inference_memory
+from calculator.core.errors import CalculatorError
+from calculator.memory.inference import can_generate, inference_memory
 from calculator.training import rule_of_thumb_bytes, rule_of_thumb_split
-from calculator.verdicts import largest_micro_batch_answer
+from calculator.answers.verdicts import largest_micro_batch_answer
 from guide.charts import capacity_line
 from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
-from calculator.budget import Budget
+from calculator.core.budget import Budget
 from guide.inputs.common import readings_row
 from guide.inputs.training import COMPONENTS, component_chart, moment, positions_note, \
     softcap_caveat, train_answer, training_case

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.budget import Budget
-from calculator.errors import CalculatorError
+from calculator.core.budget import Budget
+from calculator.core.errors import CalculatorError
 from calculator.training import ZERO_STAGES, Layout, training_memory
 from guide.charts import capacity_line
 from guide.format import format_bytes
@@ -80,7 +80,7 @@ def render(ctx: Context) -> None:
 
 def paste_answer(inputs, setup, layout):
     """`train --gpus N --zero S`'s answer: one GPU's peak at the largest count the chart shows."""
-    from calculator.verdicts import largest_micro_batch_answer
+    from calculator.answers.verdicts import largest_micro_batch_answer
 
     extra = ("--gpus", str(layout.gpus), "--zero", str(layout.zero),
              *(("--offload-optimizer",) if layout.offload_optimizer else ()),

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.offload import tokens_to_hide_transfers, zero_offload
-from calculator.verdicts import zero_offload_answer
+from calculator.distributed.offload import tokens_to_hide_transfers, zero_offload
+from calculator.answers.verdicts import zero_offload_answer
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param
 from guide.inputs.common import case_inputs, tokens_input

@@ -1,0 +1,306 @@
+"""Paste-ready answers: what an answering command returned (its `--json` object: the engine's
+figures and verdict), written as a short Markdown answer in the reader's language. The verdict
+in one sentence with its figures, the assumptions, what to do (flags or code), the section
+link with every case value written out, and the command that reproduces it.
+
+This layer compares nothing: every verdict comes from the JSON the engine produced (`verdict`,
+`fits`, `largest_batch`...). Text lives in content/ui/<lang>/answer.toml; French answers get
+the pages' typography (calculator/core/typography.py). One builder per command turns its JSON into
+an `Answer`; `markdown()` writes any Answer, so a richer engine answer only needs its builder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+import os
+import shlex
+from urllib.parse import urlencode
+
+from calculator.core.messages import text
+from calculator.core.units import format_bytes, format_count, format_number
+
+ANSWERING = ("estimate", "inference", "train", "serve", "quantize", "llama-cpp", "offload", "tensor-parallel", "pipeline",
+             "data-parallel", "speed")
+DEFAULT_GUIDE_URL = "http://localhost:8501"
+
+
+@dataclass(frozen=True)
+class Answer:
+    command: str  # the CLI command
+    argv: tuple[str, ...]  # its arguments, without --json / --markdown
+    verdict: tuple[str, dict]  # (message code, figures)
+    assumptions: tuple[tuple[str, dict], ...] = ()
+    advice: tuple[tuple[str, dict], ...] = ()
+    code: tuple[str, str] | None = None  # (language, the command line or snippet to paste)
+    link: tuple[str, str, tuple[tuple[str, str], ...]] = ("", "", ())  # slug, anchor, case values
+    figures: dict = field(default_factory=dict)  # every figure the answer shows, for tests and tools
+
+
+def _duration(seconds: float, lang: str) -> str:
+    """A duration as the pages write it: seconds, then minutes, then hours."""
+    if seconds < 120:
+        return text("common.seconds", lang, n=format_number(seconds, 1, lang))
+    if seconds < 7200:
+        return text("common.minutes", lang, n=format_number(seconds / 60, 1, lang))
+    return text("common.hours", lang, n=format_number(seconds / 3600, 1, lang))
+
+
+def _shown(key: str, value: object, lang: str) -> str:
+    if key.endswith("_duration"):
+        return _duration(value, lang)
+    if isinstance(value, list) and key.endswith("_rates"):  # (precision, per second): tokens whole, items to 0.1
+        digits = 0 if key == "token_rates" else 1
+        return ", ".join(f"{name} {format_number(rate, digits, lang)}" for name, rate in value)
+    if isinstance(value, list) and key.endswith("_ms"):  # (link, milliseconds) pairs
+        return ", ".join(f"{name} {format_number(ms, 2, lang)} ms" for name, ms in value)
+    if isinstance(value, list):  # (name, bytes) pairs: "bfloat16 14.96 GiB, bnb-int8 8.46 GiB"
+        return ", ".join(f"{name} {format_bytes(size, lang)}" for name, size in value)
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if key.endswith("_bytes"):
+        return format_bytes(value, lang)
+    if isinstance(value, float):
+        return format_number(value, 2 if value < 100 else 0, lang)
+    if isinstance(value, int):
+        return format_count(value, lang)
+    return str(value)
+
+
+def _say(code: str, params: dict, lang: str) -> str:
+    return text(f"answer.{code}", lang, **{k: _shown(k, v, lang) for k, v in params.items()})
+
+
+def _card_name(key: str | None) -> str:
+    from calculator.core.gpus import gpus
+
+    return gpus()[key].name if key in gpus() else str(key)
+
+
+def link_url(answer: Answer, lang: str, base: str | None = None) -> str:
+    """The section's address with every case value; `base`: the guide's (GUIDE_URL by default)."""
+    slug, anchor, case = answer.link
+    base = (base or os.environ.get("GUIDE_URL", DEFAULT_GUIDE_URL)).rstrip("/")
+    return f"{base}/{slug}?{urlencode([('lang', lang), *case])}#{anchor}"
+
+
+def markdown(answer: Answer, lang: str = "en", base: str | None = None) -> str:
+    """The answer as Markdown in `lang`, with French typography in French (code is left alone)."""
+    parts = [_say(*answer.verdict, lang), "", f"**{text('answer.assumptions', lang)}**"]
+    parts += [f"- {_say(code, params, lang)}" for code, params in answer.assumptions]
+    if answer.advice or answer.code:
+        parts += ["", f"**{text('answer.what_to_do', lang)}**"]
+        parts += [f"- {_say(code, params, lang)}" for code, params in answer.advice]
+    if answer.code:
+        parts += ["", f"```{answer.code[0]}", answer.code[1], "```"]
+    command = " ".join(["python", "-m", "calculator", answer.command, *map(shlex.quote, answer.argv)])
+    parts += ["", f"{text('answer.more', lang)} {link_url(answer, lang, base)}", "", text("answer.reproduce", lang), "",
+              "```bash", command, "```"]
+    body = "\n".join(parts) + "\n"
+    if lang == "fr":  # the pages' typography; code blocks and the bare URL are left as they are
+        from calculator.core.typography import french
+
+        body = french(body)
+    return body
+
+
+# ---------------------------------------------------------------- builders, one per command
+
+def _case(data: dict, **values: object) -> tuple[tuple[str, str], ...]:
+    pairs = {"model": data.get("model"), "gpu": data.get("gpu"), **values}
+    return tuple((k, str(v)) for k, v in pairs.items() if v is not None)
+
+
+def _memory_verdict(prefix: str, data: dict, figures: dict) -> tuple[str, dict]:
+    if data.get("verdict") is None:
+        return f"{prefix}_no_gpu", figures
+    return f"{prefix}_{data['verdict']}", {**figures, "gpu": _card_name(data["gpu"]),
+                                          "usable_bytes": data["usable_bytes"]}
+
+
+def _card_assumption(data: dict) -> tuple[str, dict]:
+    return "card", {"gpu": _card_name(data["gpu"]), "usable_bytes": data["usable_bytes"],
+                    "headroom_bytes": data.get("headroom_bytes", 0)}
+
+
+def estimate(data: dict, argv: tuple[str, ...]) -> Answer:
+    row = data["rows"][0]
+    figures = {"model": data["model"], "parameters": data["parameters"], "dtype": row["dtype"],
+               "total_bytes": row["total_bytes"], "largest_layer_bytes": row["largest_layer_bytes"],
+               "training_bytes": row["training_adam_bytes"] or 0}
+    assumptions = [("model", {"model": data["model"], "model_class": data["model_class"]}),
+                   ("weights_only", {})]
+    verdict, advice = ("estimate", figures), [("do_overhead", {})]
+    if row.get("verdict") is not None:  # --gpu: the first precision's verdict (estimate.fit_verdict)
+        figures.update(rule_bytes=row["rule_of_thumb_bytes"])
+        verdict = _memory_verdict("estimate", {**data, "verdict": row["verdict"]}, figures)
+        assumptions.insert(1, _card_assumption(data))
+        if row["verdict"] != "fits":
+            advice.insert(0, ("do_load_smaller", {}))
+    return Answer("estimate", argv, verdict, tuple(assumptions), tuple(advice),
+                  link=("estimator", "estimate", _case(data, dtype=row["dtype"])), figures=figures)
+
+
+def inference(data: dict, argv: tuple[str, ...]) -> Answer:
+    figures = {"model": data["model"], "batch": data["batch"], "context": data["context"], "dtype": data["dtype"],
+               "total_bytes": data["total_bytes"], "weights_bytes": data["weights_bytes"],
+               "kv_cache_bytes": data["kv_cache_bytes"], "activation_bytes": data["activation_peak_bytes"]}
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}),
+                   ("lengths", {"batch": data["batch"], "prompt": data.get("prompt") or data["context"],
+                                "new_tokens": data.get("new_tokens") or 0, "mode": data["mode"],
+                                "attention": data["attention_used"]})]
+    advice = []
+    if data.get("verdict") is not None:
+        assumptions.insert(1, _card_assumption(data))
+        advice.append(("do_largest", {"largest_batch": data["largest_batch"], "largest_context": data["largest_context"]}))
+    advice.append(("do_context_chapter", {}))
+    case = _case(data, dtype=data["dtype"], batch=data["batch"], prompt=data.get("prompt"),
+                 new_tokens=data.get("new_tokens"))
+    return Answer("inference", argv, _memory_verdict("inference", data, figures), tuple(assumptions), tuple(advice),
+                  link=("memory-estimate", "inference-overhead", case), figures=figures)
+
+
+def train(data: dict, argv: tuple[str, ...]) -> Answer:
+    setup = data["setup"]
+    figures = {"model": data["model"], "method": setup["method"], "precision": setup["precision"],
+               "batch": setup["micro_batch"], "sequence": setup["sequence"], "total_bytes": data["total_bytes"],
+               "weights_bytes": data["weights_bytes"], "optimizer_bytes": data["optimizer_bytes"],
+               "activations_bytes": data["activations_bytes"]}
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}),
+                   ("training", {k: setup[k] for k in ("optimizer", "checkpointing", "attention")} | {
+                       "gpus": data["gpus"], "zero": data["zero_stage"]})]
+    advice = []
+    if data.get("verdict") is not None:
+        assumptions.insert(1, _card_assumption(data))
+        if data["verdict"] != "fits" and data["largest_micro_batch"]:
+            advice.append(("do_train_smaller", {"largest": data["largest_micro_batch"]}))
+        elif data["verdict"] != "fits":
+            advice.append(("do_train_none", {}))
+    if "fewest_gpus" in data:  # --gpu: the fewest of these GPUs that hold the step, by strategy
+        advice += _fewest_advice(data)
+    advice.append(("do_training_chapter", {}))
+    case = _case(data, batch=setup["micro_batch"], sequence=setup["sequence"], method=setup["method"],
+                 precision=setup["precision"], optimizer=setup["optimizer"], checkpointing=setup["checkpointing"])
+    verdict, anchor = _memory_verdict("train", data, figures), "zero" if data["zero_stage"] else "training-memory"
+    if data["cpu_bytes"]:  # ZeRO-Offload: what each GPU's process keeps in CPU memory
+        assumptions.append(("train_cpu", {"cpu_bytes": data["cpu_bytes"]}))
+    if "methods" in data:  # --compare-methods: full fine-tuning, LoRA and QLoRA side by side
+        verdict, anchor = _methods_verdict(data, figures), "lora"
+        assumptions.insert(-1, ("lora_setup", {"rank": setup["lora_rank"], "targets": setup["lora_targets"]}))
+    return Answer("train", argv, verdict, tuple(assumptions), tuple(advice),
+                  link=("fine-tuning", anchor, case), figures=figures)
+
+
+def _fewest_advice(data: dict) -> list[tuple[str, dict]]:
+    from calculator.answers.training_json import STRATEGY_LABELS, fewest_pick
+
+    pick, gpu = fewest_pick(data["fewest_gpus"]), _card_name(data["gpu"])
+    advice = [("do_train_fewest", {"gpus": pick["gpus"], "strategy": STRATEGY_LABELS[pick["strategy"]], "gpu": gpu})
+              if pick["gpus"] else ("do_train_fewest_none", {"gpu": gpu})]
+    if pick["offload_gpus"]:
+        advice.append(("do_train_fewest_offload", {"gpus": pick["offload_gpus"]}))
+    return advice
+
+
+def _methods_verdict(data: dict, figures: dict) -> tuple[str, dict]:
+    methods = data["methods"]
+    figures.update({f"{m}_bytes": methods[m]["total_bytes"] for m in ("full", "lora", "qlora")})
+    if data.get("verdict") is None:
+        return "train_methods", figures
+    figures.update({f"{m}_largest": methods[m]["largest_micro_batch"] for m in ("full", "lora", "qlora")})
+    return "train_methods_gpu", {**figures, "gpu": _card_name(data["gpu"]), "usable_bytes": data["usable_bytes"]}
+
+
+def serve(data: dict, argv: tuple[str, ...]) -> Answer:
+    from calculator.serving.launch import sglang_command, vllm_command
+
+    if data.get("engine") == "llama.cpp":  # llama-server's buffers: the llama-cpp command answers them
+        from calculator.core.errors import CalculatorError
+
+        raise CalculatorError("answer_llamacpp_serve")
+    figures = {"model": data["model"], "gpus": data["gpus"], "gpu": _card_name(data["gpu"]),
+               "engine": "vLLM" if data["engine"] == "vllm" else "SGLang", "kv_pool_bytes": data["kv_pool_bytes_per_gpu"],
+               "kv_tokens": data["kv_tokens"], "sequences": data["max_concurrent_sequences"],
+               "context": data["context"], "users": data["users"]}
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}),
+                   ("serving_card", {"gpu": figures["gpu"], "total_bytes": data["total_bytes_per_gpu"],
+                                     "share": data["gpu_memory_utilization"],
+                                     "requested_bytes": data["requested_bytes_per_gpu"]}),
+                   ("serving_setup", {"dtype": data["dtype"], "kv_dtype": data["kv_dtype"], "context": data["context"],
+                                      "tensor": data["tensor_parallel"], "engine": figures["engine"],
+                                      "version": data["engine_version"]}),
+                   ("serving_kv", {"per_token_bytes": data["kv_bytes_per_token"], "kv_tokens": data["kv_tokens"]})]
+    options = {"tensor": data["tensor_parallel"], "replicas": data["replicas"], "dtype": data["dtype"],
+               "kv_dtype": data["kv_dtype"], "context": data["context"]}
+    line = vllm_command(data["model"], **options) if data["engine"] == "vllm" else sglang_command(data["model"], **options)
+    advice = [("do_serve_flags", {})]
+    best = data.get("best_layout")  # the engine's fewest GPUs (serving_plan.Plan.best_layout), not the first layout
+    if data["verdict"] != "fits" and best:
+        advice.insert(0, ("do_serve_layout", {"gpus": best["gpus"], "tensor": best["tensor"],
+                                              "gpu": figures["gpu"]}))
+    case = _case(data, dtype=data["dtype"], context=data["context"], users=data["users"], tensor=data["tensor_parallel"])
+    return Answer("serve", argv, (f"serve_{data['verdict']}", figures), tuple(assumptions), tuple(advice),
+                  ("bash", line), ("serving", "serving-memory", case), figures)
+
+
+def quantize(data: dict, argv: tuple[str, ...]) -> Answer:
+    rows = {row["format"]: row for row in data["rows"]}
+    picked = [name for name in ("bfloat16", "bnb-int8", "bnb-nf4", "gptq-4bit", "Q4_K") if name in rows]
+    figures = {"model": data["model"], **{f"{name}_bytes": rows[name]["total_bytes"] for name in picked}}
+    sizes = [(name, rows[name]["total_bytes"]) for name in picked]  # written in the reader's units
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}),
+                   ("group_size", {"group_size": data["group_size"]})]
+    if data.get("gpu"):
+        fitting = [name for name in picked if rows[name].get("fits")]
+        assumptions.insert(1, ("card_total", {"gpu": _card_name(data["gpu"]), "total_bytes": data["gpu_memory_bytes"]}))
+        verdict = ("quantize_fits", {"model": data["model"], "gpu": _card_name(data["gpu"]),
+                                     "formats": ", ".join(fitting) or "—", "sizes": sizes})
+    else:
+        verdict = ("quantize", {"model": data["model"], "sizes": sizes})
+    return Answer("quantize", argv, verdict, tuple(assumptions), (("do_quantization_chapter", {}),),
+                  link=("quantization", "formats", _case(data)), figures=figures)
+
+
+def llama_cpp(data: dict, argv: tuple[str, ...]) -> Answer:
+    figures = {"model": data["model"], "type": data["type"], "context": data["context"], "ngl": data["ngl"],
+               "gpu": _card_name(data["gpu"]), "gpu_bytes": data["gpu_bytes"], "cpu_bytes": data["cpu_bytes"],
+               "tokens_per_second": float(data["tokens_per_second"]), "slowdown": float(data["slowdown"])}
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}),
+                   ("llama_setup", {"type": data["type"], "cache_type": data["cache_type"], "context": data["context"],
+                                    "limit_bytes": data["limit_bytes"], "cpu_gbs": float(data["cpu_gbs"])})]
+    return Answer("llama-cpp", argv, ("llama_cpp", figures), tuple(assumptions), (("do_llama_flags", {}),),
+                  ("bash", data["command"]), ("cpu-offloading", "llama-cpp", _case(data, context=data["context"])),
+                  figures)
+
+
+def offload(data: dict, argv: tuple[str, ...]) -> Answer:
+    figures = {"model": data["model"], "dtype": data["dtype"], "total_bytes": data["total_bytes"],
+               "gpu_bytes": data["gpu_bytes"], "cpu_bytes": data["cpu_bytes"], "disk_bytes": data["disk_bytes"],
+               "gpu": _card_name(data["gpu"]), "slowdown": float(data["cost"]["slowdown"])}
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}),
+                   ("offload_budget", {"gpu_budget_bytes": data["gpu_budget"], "gpu": figures["gpu"],
+                                       "quantization": data["quantization"], "link": data["cost"]["link"]})]
+    return Answer("offload", argv, ("offload", figures), tuple(assumptions), (("do_offload_code", {}),),
+                  ("python", data["snippet"].rstrip()), ("cpu-offloading", "device-map", _case(data, dtype=data["dtype"])),
+                  figures)
+
+
+BUILDERS = {"estimate": estimate, "inference": inference, "train": train, "serve": serve, "quantize": quantize,
+            "llama-cpp": llama_cpp, "offload": offload}
+
+
+def _builder(command: str):
+    if command not in BUILDERS:  # the time and parallelism commands (answers_parallel imports this module)
+        from calculator.answers.parallel_json import BUILDERS as MORE
+
+        BUILDERS.update(MORE)
+    return BUILDERS[command]
+
+
+def answer_for(command: str, data: dict, argv: tuple[str, ...], typed: str | None = None) -> Answer:
+    """The answer to what `command` returned; the link names the model as it was asked for
+    (`typed`: a catalog name stays a catalog name)."""
+    answer = _builder(command)(data, tuple(argv))
+    slug, anchor, case = answer.link
+    if typed:
+        case = tuple((k, typed if k == "model" else v) for k, v in case)
+    return replace(answer, link=(slug, anchor, case))

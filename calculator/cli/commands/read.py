@@ -1,0 +1,82 @@
+"""`read [FILE] [--kind K] [--model M --gpu G ...] [--json]`: read what a program printed (a
+vLLM or SGLang start-up log, nvidia-smi, accelerate estimate-memory, torch.cuda.memory_summary(),
+a CUDA out-of-memory message) from a file or stdin, set it beside a case, and say what to do.
+JSON: {kind, figures, causes?, comparison: {findings, advice}} with sizes in bytes."""
+
+from __future__ import annotations
+
+import sys
+
+from calculator.cli.commands._common import add_command, find_gpu, print_json, render_table
+
+
+def register(commands, shared) -> None:
+    from calculator.answers.evidence import KINDS, MAX_BYTES
+
+    p = add_command(commands, "read", shared, ("json", "trust"), run,
+                    help="read a pasted log or table (vLLM, SGLang, nvidia-smi, accelerate, memory_summary, OOM)")
+    p.add_argument("file", nargs="?", default="-", metavar="FILE",
+                   help=f"the text to read (default: stdin; at most {MAX_BYTES // 1024} KiB)")
+    p.add_argument("--kind", choices=KINDS, default=None, help="what the text is (default: recognised)")
+    p.add_argument("--model", default=None, help="the case's model: catalog name, config.json or Hub id")
+    p.add_argument("--gpu", default=None, help="the case's GPU key (see `gpus`)")
+    p.add_argument("--dtype", default="bfloat16", help="the case's weights (serving logs): default bfloat16")
+    p.add_argument("--context", type=int, default=None,
+                   help="tokens per request, when the log does not state max_model_len")
+    p.add_argument("--tensor", type=int, default=None, help="tensor-parallel size, when the log does not state it")
+    p.add_argument("--engine-version", default=None,
+                   help="vLLM's accounting the log was written by: 0.19 for a log older than the current one "
+                        "(CUDA graphs outside the share); default: the current accounting")
+
+
+def read_input(path: str) -> str:
+    """The file's or stdin's text, never more than the cap (one byte more tells it is too long)."""
+    from calculator.core.errors import CalculatorError
+    from calculator.answers.evidence import MAX_BYTES, decode
+
+    if path == "-":
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)
+    else:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_BYTES + 1)
+        except OSError as error:
+            raise CalculatorError("evidence_file", path=path[:200],
+                                  detail=error.strerror or type(error).__name__) from None
+    return decode(data)
+
+
+def answer(args):
+    """The evidence read, and its comparison with the case the options give."""
+    from calculator.answers.evidence import read
+    from calculator.answers.evidence_compare import Case, compare
+    from calculator.cli.commands._common import resolve_model
+
+    text = getattr(args, "text", None)  # the MCP tool passes the text itself, never a path
+    evidence = read(read_input(args.file) if text is None else text, args.kind)
+    model = resolve_model(args) if args.model else None
+    case = Case(model=model, card=find_gpu(args.gpu), dtype=args.dtype, context=args.context, tensor=args.tensor,
+                engine_version=args.engine_version)
+    return evidence, compare(evidence, case)
+
+
+def run(args) -> int:
+    from calculator.answers.evidence_text import figure_rows, kind_name, lines
+
+    evidence, comparison = answer(args)
+    if args.json:
+        print_json({**evidence.to_json(), "comparison": comparison.to_json()})
+        return 0
+    print(f"Read as: {kind_name(evidence.kind, 'en')}.")
+    rows = figure_rows(evidence, "en")
+    if rows:
+        print(render_table(["figure", "value"], [list(r) for r in rows]))
+    found, advice = lines(evidence, comparison, "en")
+    for line in found:
+        print(f"- {line}")
+    if advice:
+        print("What to do:")
+        for line in advice:
+            print(f"- {line}")
+    print("Units: GiB = 2^30 bytes (vLLM, SGLang and accelerate write GiB as \"GB\").")
+    return 0

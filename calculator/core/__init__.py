@@ -1,0 +1,1 @@
+"""Facts and units every layer reads: sizes, errors and messages, precisions, the GPU cards and the usable budget, limits, searches."""

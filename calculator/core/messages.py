@@ -1,0 +1,70 @@
+"""The UI text catalogs (content/ui/<lang>/*.toml), shared by the CLI and the guide.
+
+One folder per language, the same files and keys in each (a test checks it): one file per
+widget or topic, so chapters add strings without touching each other's. The CLI speaks
+English; the guide picks the reader's language. Keys are dotted: "error.unknown_dtype".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+import tomllib
+
+LANGUAGES: tuple[str, ...] = ("en", "fr")
+DEFAULT_LANGUAGE = "en"
+CATALOG_DIR = Path(__file__).resolve().parents[2] / "content" / "ui"
+
+# What a language's typesetting does to a finished message (French: narrow no-break spaces
+# before : ; ! ? %, between a number and its unit...). The UI layer registers it
+# (guide/typography.py registers its `french` for "fr"); the CLI, which speaks English,
+# never does, so its output stays plain. Messages written into generated code (the
+# snippet.* strings, printed by the scripts readers paste) are left as they are.
+_FINISHERS: dict[str, Callable[[str], str]] = {}
+_UNFINISHED = ("snippet.",)
+
+
+def set_finisher(lang: str, finish: Callable[[str], str] | None) -> None:
+    """Apply `finish` to every message rendered in `lang` (None: stop doing so)."""
+    if finish is None:
+        _FINISHERS.pop(lang, None)
+    else:
+        _FINISHERS[lang] = finish
+
+
+def _flatten(table: dict, prefix: str = "") -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+@cache
+def catalog(lang: str) -> dict[str, str]:
+    """All UI strings of one language, flattened to dotted keys."""
+    if lang not in LANGUAGES:
+        lang = DEFAULT_LANGUAGE
+    merged: dict[str, str] = {}
+    for path in sorted((CATALOG_DIR / lang).glob("*.toml")):
+        with open(path, "rb") as handle:
+            table = _flatten(tomllib.load(handle))
+        clash = merged.keys() & table.keys()
+        if clash:
+            raise ValueError(f"{path}: keys defined twice: {sorted(clash)[:5]}")
+        merged.update(table)
+    return merged
+
+
+def text(key: str, lang: str = DEFAULT_LANGUAGE, /, **params: object) -> str:
+    """One UI string with its {placeholders} filled in. A missing key shows the key itself."""
+    template = catalog(lang).get(key)
+    if template is None:
+        template = catalog(DEFAULT_LANGUAGE).get(key, key)
+    message = template.format(**params) if params else template
+    finish = _FINISHERS.get(lang)
+    return finish(message) if finish and not key.startswith(_UNFINISHED) else message
