@@ -124,7 +124,7 @@ def test_a_shared_calculator_url_reproduces_the_result(server, browser, page):
     open_url(page, f"{server.url}/slow-model?lang=fr&bs_model=mistralai%2FMistral-7B-v0.1&bs_prompt=4096")
     widget = page.locator(".st-key-widget-batch-size")
     result = widget.locator("[data-testid='stAlertContentSuccess'], [data-testid='stAlertContentError']").inner_text()
-    widget.locator("[data-testid='stPopover'] button").click()
+    widget.locator("[data-testid='stPopover'] button", has_text="Partager ce résultat").click()  # not the answer
     shared = page.locator("[data-testid='stPopoverBody'] code").inner_text().strip()
     assert "bs_prompt=4096" in shared and shared.endswith("#batch-size") and "lang=fr" in shared
     other = browser.new_context(locale="en-US").new_page()

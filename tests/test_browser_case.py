@@ -21,7 +21,8 @@ WITH_CASE = [c for c in chapters.CHAPTERS if c.case]
 # One case that differs from every chapter's defaults in each field it can set.
 CASE = {"model": "mistral-7b-v0.1", "gpu": "a100-40gb", "dtype": "float16", "batch": "3", "prompt": "700",
         "new_tokens": "90", "sequence": "1536", "method": "qlora", "precision": "bfloat16", "optimizer": "sgd",
-        "checkpointing": "none", "users": "12", "context": "2048", "tensor": "2"}
+        "checkpointing": "none", "users": "12", "context": "2048", "tensor": "2", "workload": "generation",
+        "items": "5000"}
 
 
 @pytest.fixture(scope="module")
