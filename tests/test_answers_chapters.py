@@ -264,3 +264,22 @@ def test_slow_model_precision_answer(lang):
     assert ", ".join(f"{row[dtype]} {plain(row[speed])}" for _, row in plain_dtypes.iterrows()) in verdict
     fitting = ", ".join(plain_dtypes[plain_dtypes[fits] == "✓"][dtype]) or "—"
     assert f"**{fitting}**" in verdict  # the page's ✓ marks
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_memory_estimate_exact_count_answer(lang):
+    """memory-estimate#exact-count answers with `estimate` over the precisions of its table: the
+    command's answer word for word, and its verdict carries the table's float32 total."""
+    from calculator.models.seam import catalog_model
+    from calculator.memory.estimate import rows_for
+    from guide.format import format_bytes
+
+    at = open_page("memory-estimate", lang, model="llama-3-8b")
+    assert not at.exception
+    answer = page_answers(at)["estimate"]  # the page's one estimate answer
+    line = re.findall(r"```bash\n(.*?)\n```", answer, re.S)[-1]
+    assert any_section(cli_markdown(line, lang)) == any_section(answer)  # the command's answer, word for word
+    rows = rows_for(catalog_model("llama-3-8b").summary)
+    assert line.split("--dtypes ")[1].split()[: len(rows)] == [row.dtype for row in rows]
+    float32 = next(row for row in rows if row.dtype == "float32")
+    assert plain(format_bytes(float32.total_bytes, lang)) in plain(answer.split("\n\n")[0])

@@ -69,3 +69,14 @@ def parameters_line(ctx: Context, summary: ModelSummary) -> str:
     if summary.active_parameters:
         text += " " + ctx.t("estimate_table.active", count=format_count(summary.active_parameters, ctx.lang))
     return text
+
+
+def estimate_answer(model, dtypes, base: bool = False):
+    """The estimate command's answer for this table (its JSON is estimate_model's, as `estimate
+    --json` writes it): the estimator's and memory-estimate#exact-count's "Copy as answer"."""
+    from calculator.answers.markdown import answer_for
+    from calculator.memory.estimate import estimate_model
+
+    typed = model.key or model.name
+    argv = (typed, "--dtypes", *dtypes, *(("--model-class", "base") if base else ()))
+    return answer_for("estimate", estimate_model(model, tuple(dtypes)).to_json(), argv, typed)

@@ -20,7 +20,7 @@ from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, share_note, show_error
 from guide.widgets import gpu_name
 from guide.inputs.common import case_inputs, counted_model, source_label
-from guide.inputs.estimate_table import parameters_line, records, table, to_csv, to_markdown
+from guide.inputs.estimate_table import estimate_answer, parameters_line, records, table, to_csv, to_markdown
 
 OTHER_GPUS = ("a100-80gb",)  # compared with the case's GPU unless the reader picks others
 
@@ -52,18 +52,8 @@ def render(ctx: Context) -> None:
             shown = [d for d in DTYPES if d in dtypes]
             _results(ctx, counted, shown, compared, base)
             if counted.source in ("catalog", "hub"):  # a command line can name it (not an upload)
-                answer_with(ctx, _answer(counted, shown, base))
+                answer_with(ctx, estimate_answer(counted, shown, base))
     share_note(ctx, ctx.t("model_source.share_upload") if counted and counted.source == "upload" else None)
-
-
-def _answer(model: Model, dtypes: list[str], base: bool):
-    """The estimate command's answer for this table (its JSON is estimate_model's, as `estimate --json` writes it)."""
-    from calculator.answers.markdown import answer_for
-    from calculator.memory.estimate import estimate_model
-
-    typed = model.key or model.name
-    argv = (typed, "--dtypes", *dtypes, *(("--model-class", "base") if base else ()))
-    return answer_for("estimate", estimate_model(model, tuple(dtypes)).to_json(), argv, typed)
 
 
 def with_class(ctx: Context, model: Model, model_class: str) -> Model | None:

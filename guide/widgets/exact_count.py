@@ -10,9 +10,9 @@ import streamlit as st
 
 from calculator.memory.estimate import rows_for
 from guide.case_bar import carried_query
-from guide.widgets import Context, Param, Widget, share_note
+from guide.widgets import Context, Param, Widget, answer_with, share_note
 from guide.inputs.common import case_inputs, counted_model, source_label
-from guide.inputs.estimate_table import parameters_line, records, table
+from guide.inputs.estimate_table import estimate_answer, parameters_line, records, table
 
 
 
@@ -26,11 +26,14 @@ def render(ctx: Context) -> None:
     st.markdown(f"{source_label(ctx, counted)} {parameters_line(ctx, counted.summary)}.")
     if counted.reason in ("remote_code", "unknown_type", "no_config"):
         st.caption(ctx.t("exact_count.from_headers"))
-    headers, cells = table(ctx, rows_for(counted.summary))
+    rows = rows_for(counted.summary)
+    headers, cells = table(ctx, rows)
     st.dataframe(records(headers, cells), hide_index=True, key="ec_table")
     st.caption(ctx.t("estimate_table.note"))
     if counted.source != "upload":
         st.markdown(ctx.t("exact_count.open_estimator", url=estimator_link(ctx, counted)))
+    if counted.source in ("catalog", "hub"):  # a command line can name it (not an upload)
+        answer_with(ctx, estimate_answer(counted, [row.dtype for row in rows]))
     share_note(ctx, ctx.t("model_source.share_upload") if counted.source == "upload" else None)
 
 
