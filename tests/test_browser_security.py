@@ -151,7 +151,8 @@ def test_unknown_paths_of_any_depth_show_the_home_page_and_say_so(server, page, 
 
 def test_french_and_english_pages_declare_their_language(server, page):
     open_url(page, f"{server.url}/oom?lang=fr")
-    assert page.evaluate("document.documentElement.lang") == "fr"
+    # assets/frame.html sets it on its first tick after the page's data arrives, as after the switch below
+    wait_until(page, "() => document.documentElement.lang === 'fr'", timeout=20_000)
     page.locator("a[data-guide-lang='en']").first.click()  # the language switch
     wait_until(page, "() => document.documentElement.lang === 'en'", timeout=20_000)
 
