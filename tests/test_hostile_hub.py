@@ -89,15 +89,20 @@ def test_a_huge_index_is_refused_after_its_cap_in_the_worker_not_here(hub):
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 16  # MiB, this process
 
 
+def refused_with_peak(call):
+    """The refusal `call` ends in, and the peak of Python memory traced while it ran."""
+    tracemalloc.start()
+    try:
+        error, _ = refused(call)
+        return error, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_an_index_of_empty_objects_under_the_cap_is_refused_before_it_is_parsed(hub):
     """30 MiB of `[{},{},...]` would parse into ~10 million dicts (about 1 GiB)."""
     hub.add("org/m", {"model.safetensors.index.json": b"[" + b"{}," * (10 * 2**20) + b"{}]"})
-    tracemalloc.start()
-    try:
-        error, _ = refused(lambda: read_headers_here("org/m"))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    error, peak = refused_with_peak(lambda: read_headers_here("org/m"))
     assert error.code == "safetensors_unreadable"
     assert peak < 2.5 * 30 * 2**20  # the bytes read (a bytearray, then bytes), not a parse
 
@@ -106,12 +111,7 @@ def test_a_16_mib_header_of_empty_objects_adds_no_parse(hub):
     body = b"{" + b"".join(b'"%07d":{},' % i for i in range(1_200_000)) + b'"x":{}}'
     assert 12 * 2**20 < len(body) <= 16 * 2**20
     hub.add("org/m", {"model.safetensors": len(body).to_bytes(8, "little") + body})
-    tracemalloc.start()
-    try:
-        error, _ = refused(lambda: read_headers_here("org/m"))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    error, peak = refused_with_peak(lambda: read_headers_here("org/m"))
     assert error.code == "safetensors_unreadable"
     assert peak < 3 * len(body)  # parsed, it would be ~268 MiB
 
