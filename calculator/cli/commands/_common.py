@@ -9,7 +9,6 @@ import math
 
 from calculator.core.errors import CalculatorError
 from calculator.core.units import GB, GIB, format_bytes
-from calculator.answers.verdicts import readings_json, verdict_json  # noqa: F401 (the commands' JSON forms, kept at hand)
 
 MODEL_HELP = "catalog name, path to config.json (or its folder), or Hub id"
 
