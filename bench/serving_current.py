@@ -63,7 +63,7 @@ def checks() -> list[GraphCheck]:
 
 
 def table(results: list[GraphCheck]) -> str:
-    from calculator.serving.engines import CUDA_GRAPH_BYTES
+    from calculator.serving.vllm import CUDA_GRAPH_BYTES
 
     ours = CUDA_GRAPH_BYTES / GIB
     lines = [f"CUDA graph estimate subtracted by `serve` (current vLLM): {ours:.2f} GiB per GPU.\n",

@@ -12,7 +12,8 @@ import pytest
 from calculator.core.errors import CalculatorError
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
-from calculator.serving.engines import CUDA_GRAPH_BYTES, GIB, VLLM_CURRENT
+from calculator.serving.engines import GIB
+from calculator.serving.vllm import CUDA_GRAPH_BYTES, VLLM_CURRENT
 from calculator.serving.plan import serve
 from tests.test_cli import cli
 

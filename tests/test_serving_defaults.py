@@ -1,4 +1,4 @@
-"""vLLM's scheduler defaults are chosen once, in the engine (calculator.serving.engines.default_limits),
+"""vLLM's scheduler defaults are chosen once, in the engine (calculator.serving.vllm.default_limits),
 and every calculator of the serving chapter and `serve` use them.
 
 The table is vLLM's EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py): total memory of
@@ -14,7 +14,7 @@ import pytest
 from calculator.core.errors import CalculatorError
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
-from calculator.serving.engines import default_limits
+from calculator.serving.vllm import default_limits
 from calculator.serving.plan import serve
 from guide.format import format_bytes
 from tests.apptest import open_page

@@ -12,7 +12,8 @@ from calculator.core.errors import CalculatorError
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
 from calculator.distributed.parallel import tensor_parallel
-from calculator.serving.engines import GIB, SGLANG_START_BYTES, allocator_rounding_bytes, sglang_fraction, weights_per_gpu
+from calculator.serving.engines import GIB, allocator_rounding_bytes, weights_per_gpu
+from calculator.serving.sglang import SGLANG_START_BYTES, sglang_fraction
 from calculator.serving.plan import llamacpp_cache, serve, transformers_multi_gpu
 
 

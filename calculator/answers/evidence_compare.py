@@ -77,7 +77,7 @@ def _kv_dtype(figures: dict) -> str:
 def _plan(case: Case, figures: dict, engine: str, utilization: float | None):
     from calculator.serving.plan import serve
 
-    from calculator.serving.engines import VLLM_CURRENT
+    from calculator.serving.vllm import VLLM_CURRENT
 
     return serve(case.model, case.card, engine=engine, dtype=case.dtype, kv_dtype=_kv_dtype(figures),
                  context=figures.get("max_model_len") or case.context, tensor=figures.get("tensor_parallel") or case.tensor,

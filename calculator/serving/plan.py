@@ -21,12 +21,13 @@ from calculator.distributed.llama_cpp import SERVER_SLOTS, kv_cache
 from calculator.memory.inference import check_positions, inference_memory, kv_bytes_per_token
 from calculator.distributed.parallel import check_degree, pipeline_split, tensor_parallel
 from calculator.core import limits
-from calculator.serving.engines import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, SGLANG_START_BYTES, SGLANG_VERSION,
-                      VLLM_CURRENT, VLLM_UTILIZATIONS, check_count, check_engine, check_fraction, check_version,
-                      concurrency, cuda_graph_bytes, experts_bytes_per_gpu,
-                      default_limits, kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
-                      max_sequences, non_torch_bytes, profile_peak, sequence_blocks, serving_weights,
-                      sglang_fraction, weights_per_gpu)
+from calculator.serving.engines import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, check_count,
+                                        check_engine, check_fraction, concurrency, experts_bytes_per_gpu,
+                                        kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
+                                        max_sequences, sequence_blocks, serving_weights, weights_per_gpu)
+from calculator.serving.vllm import (VLLM_CURRENT, VLLM_UTILIZATIONS, check_version, cuda_graph_bytes,
+                                     default_limits, non_torch_bytes, profile_peak)
+from calculator.serving.sglang import SGLANG_START_BYTES, SGLANG_VERSION, sglang_fraction
 
 MAX_OFFLOAD_GIB = 4096
 MAX_KV_BYTES = 2**50

@@ -43,7 +43,7 @@ def count_input(ctx: Context, label_key: str, key: str, default: int, low: int =
 def limit_input(ctx: Context, label_key: str, key: str, low: int, high: int, step: int = 1, container=st,
                 help_key: str | None = None) -> int | None:
     """A scheduler limit that stays empty unless the reader or the link sets one: empty means
-    vLLM's own default for the card (calculator.serving.engines.default_limits, chosen in the engine)."""
+    vLLM's own default for the card (calculator.serving.vllm.default_limits, chosen in the engine)."""
     value = container.number_input(ctx.t(label_key), min_value=low, max_value=high, value=None, step=step, key=key,
                                    bind="query-params", placeholder=ctx.t("serving.engine_default"),
                                    help=ctx.t(help_key) if help_key else None)

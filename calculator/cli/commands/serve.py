@@ -10,7 +10,8 @@ from calculator.cli.commands._common import add_command, find_gpu, platform_gpus
 
 def register(commands, shared) -> None:
     from calculator.distributed.llama_cpp import CACHE_TYPES, SERVER_SLOTS
-    from calculator.serving.engines import ENGINES, KV_DTYPES, USAGES, VLLM_CURRENT, VLLM_VERSIONS, WEIGHT_DTYPES
+    from calculator.serving.engines import ENGINES, KV_DTYPES, WEIGHT_DTYPES
+    from calculator.serving.vllm import USAGES, VLLM_CURRENT, VLLM_VERSIONS
 
     p = add_command(commands, "serve", shared, ("model", "trust", "json"), run,
                     help="memory of a serving engine (vLLM, SGLang): KV pool, concurrent sequences, GPUs needed")
@@ -63,7 +64,7 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from calculator.serving.engines import VLLM_CURRENT
+    from calculator.serving.vllm import VLLM_CURRENT
     from calculator.serving.plan import serve
 
     card = find_gpu(args.gpu)
