@@ -22,6 +22,8 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent / "data"
 LOGS = DATA / "serving_logs.json"
 TARGET = 0.05
+# The accounting these logs were written by (serving.versions.ENGINE_VERSIONS): not the current one.
+PUBLISHED_VERSIONS = {"vllm": "0.19", "sglang": "0.4.6"}
 GIB = 2**30
 
 
@@ -88,7 +90,7 @@ def compare(row: dict) -> Comparison:
     model = model_of(row["config"])
     plan = serve(model, gpu(args["gpu"]), engine=args["engine"], tensor=args["tensor"], dtype=args["dtype"],
                  kv_dtype=args["kv_dtype"], context=args["context"], utilization=args["utilization"], layouts=False,
-                 engine_version=args.get("engine_version", "0.19"))
+                 engine_version=args.get("engine_version", PUBLISHED_VERSIONS[args["engine"]]))
     logged = row["logged"]
     weights = logged.get("weights_gib", logged.get("weights_gb", logged.get("weights_gb_per_gpu")))
     return Comparison(row["id"], row["model"], args["engine"], row["engine_version"].split(" ")[0], args["gpu"],

@@ -13,33 +13,99 @@ from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
 from calculator.distributed.parallel import tensor_parallel
 from calculator.serving.engines import GIB, allocator_rounding_bytes, weights_per_gpu
-from calculator.serving.sglang import SGLANG_START_BYTES, sglang_fraction
+from calculator.serving.sglang import (SGLANG_CURRENT, SGLANG_LEGACY, SGLANG_START_BYTES, pool_cell_bytes,
+                                      prefill_graph_sizes, sglang_fraction, sglang_reserved_mib, vision_factor)
+from calculator.serving.versions import ENGINE_VERSIONS
 from calculator.serving.plan import llamacpp_cache, serve, transformers_multi_gpu
 
 
-def test_sglang_fraction_table():
+def test_sglang_legacy_fraction_table():
     """SGLang 0.4.6's default --mem-fraction-static: by TP size up to 80 GiB, then a larger
     share on larger cards."""
     h100, l4, h200 = gpu("h100"), gpu("l4"), gpu("h200")
-    assert [sglang_fraction(h100.memory_bytes, t) for t in (1, 2, 4, 8, 16)] == [0.88, 0.87, 0.85, 0.81, 0.79]
-    assert sglang_fraction(l4.memory_bytes, 4) == 0.85
+    old = SGLANG_LEGACY
+    assert [sglang_fraction(h100.memory_bytes, t, old) for t in (1, 2, 4, 8, 16)] == [0.88, 0.87, 0.85, 0.81, 0.79]
+    assert sglang_fraction(l4.memory_bytes, 4, old) == 0.85
     gib = h200.memory_bytes / GIB
-    assert sglang_fraction(h200.memory_bytes, 1) == round(min(0.88 + 48 * 0.12 / gib, (gib - 18) / gib), 4)
+    assert sglang_fraction(h200.memory_bytes, 1, old) == round(min(0.88 + 48 * 0.12 / gib, (gib - 18) / gib), 4)
 
 
-def test_sglang_pool_by_hand():
+def test_sglang_current_fraction_by_hand():
+    """The current default (sgl-project/sglang 031ed82, arg_groups/memory_hook.py): on the card's
+    nvidia-smi total M MiB, fraction = round((M - reserved) / M, 3) with reserved = 512 +
+    1.5 x chunked prefill + 1024 x TP / 8 + 2 x decode graph batch + 8 x prefill graphs (MLA:
+    1,536), at least 10,240 above 60 GiB. Worked by hand:
+    - H100 (81,559 MiB), TP1: chunked 8,192, batch 256, 58 prefill graphs (8 + 14 + 8 + 8 + 12 +
+      8 sizes up to 8,192): 512 + 12,288 + 128 + 512 + 464 = 13,904 -> 67,655 / 81,559 = 0.830;
+    - same, TP2: 14,032 -> 0.828, the value sgl-project/sglang#29092 reports for Qwen3-32B on
+      H100s (June 2026, before the September rung change, which does not touch 80 GB cards);
+    - H100, MLA (DeepSeek-V2-Lite): 512 + 12,288 + 128 + 512 + 1,536 = 14,976 -> 0.816;
+    - L4 (23,034 MiB), TP1: chunked 4,096, batch 48, 50 graphs: 512 + 6,144 + 128 + 96 + 400 =
+      7,280 -> 0.684; TP4: batch 160: 512 + 6,144 + 512 + 320 + 400 = 7,888 -> 0.658;
+    - B200 (183,359 MiB): chunked 16,384, batch 512, 74 graphs: 512 + 24,576 + 128 + 1,024 + 592
+      = 26,832 -> 0.854."""
+    h100, l4, b200 = gpu("h100").memory_bytes, gpu("l4").memory_bytes, gpu("b200").memory_bytes
+    assert len(prefill_graph_sizes(8192)) == 58 and len(prefill_graph_sizes(4096)) == 50
+    assert sglang_reserved_mib(h100, 1) == 13_904 and sglang_fraction(h100, 1) == 0.83
+    assert sglang_fraction(h100, 2) == 0.828
+    assert sglang_fraction(h100, 1, mla=True) == 0.816
+    assert sglang_reserved_mib(l4, 1) == 7_280 and sglang_fraction(l4, 1) == 0.684
+    assert sglang_fraction(l4, 4) == 0.658
+    assert sglang_reserved_mib(b200, 1) == 26_832 and sglang_fraction(b200, 1) == 0.854
+
+
+def test_sglang_current_pool_by_hand():
     """tokens = (free memory at start x fraction - weights) // bytes per token, with the weights
-    as SGLang measures them (free memory lost, so the allocator's rounding included)."""
+    as SGLang measures them (free memory lost, so the allocator's rounding included); 0.83 on an
+    H100 now, 0.88 with --engine-version 0.4.6."""
     model, card = catalog_model("llama-3.1-8b"), gpu("h100")
-    deployment = serve(model, card, engine="sglang", context=131_072)
     free = card.total_bytes - SGLANG_START_BYTES
     weights = weights_per_gpu(model.summary, model.spec, model.config, "bfloat16", 1)
     weights += allocator_rounding_bytes(model.summary, model.spec, "bfloat16", 1)
     cell = 32 * 8 * 128 * 2 * 2
-    tokens = (math.floor(free * 0.88) - weights) // cell
-    r = deployment.replica
-    assert (r.kv_tokens, r.kv_pool_bytes_per_gpu, r.sequences) == (tokens, tokens * cell, tokens // 131_072)
-    assert deployment.utilization == 0.88 and deployment.to_json()["block_tokens"] == 1
+    for version, fraction in ((None, 0.83), (SGLANG_LEGACY, 0.88)):
+        deployment = serve(model, card, engine="sglang", context=131_072, engine_version=version)
+        tokens = (math.floor(free * fraction) - weights) // cell
+        r = deployment.replica
+        assert (r.kv_tokens, r.kv_pool_bytes_per_gpu, r.sequences) == (tokens, tokens * cell, tokens // 131_072)
+        assert deployment.utilization == fraction and deployment.to_json()["block_tokens"] == 1
+        assert deployment.engine_version == (version or SGLANG_CURRENT)
+
+
+def test_sglang_current_sliding_window_pool():
+    """Gemma-2-9B (21 full and 21 sliding-window layers, 8 key/value heads of 256, bfloat16:
+    8,192 bytes per layer per token): the current pool counts the sliding layers at 0.8 of a
+    token per full-layer token (pool_configurator.HybridSWAPoolConfigurator), 0.4.6 at 1."""
+    full = 21 * 8 * 256 * 2 * 2
+    assert pool_cell_bytes(full, full) == full + 0.8 * full
+    assert pool_cell_bytes(full, full, SGLANG_LEGACY) == pool_cell_bytes(2 * full, 0) == 2 * full
+    model, card = catalog_model("gemma-2-9b"), gpu("h100")
+    now = serve(model, card, engine="sglang", context=8192, layouts=False).replica
+    assert now.kv_tokens == int(now.available_kv_bytes_per_gpu // (1.8 * full))
+
+
+def test_sglang_vision_models_get_a_smaller_fraction():
+    """memory_hook.adjust_mem_fraction_for_vlm, by hand for Qwen2.5-VL-7B's tower (32 blocks of
+    1,280): 32 x 1,280^2 / (24 x 1,024^2) = 2.083, 1 - 0.1 x 1.083 = 0.892, x 0.95 = 0.847."""
+    model = catalog_model("qwen2.5-vl-7b")
+    assert abs(vision_factor(model.config) - 0.95 * (1 - 0.1 * (32 * 1280**2 / (24 * 1024**2) - 1))) < 1e-12
+    assert vision_factor({}) == 1.0 and vision_factor({"vision_config": "x"}) == 1.0
+    plan = serve(model, gpu("h100"), engine="sglang", context=8192, layouts=False)
+    assert abs(plan.utilization - 0.83 * 0.8470833) < 1e-6
+
+
+def test_engine_versions_one_table():
+    """Each engine takes its own versions, the current one by default; any other is refused
+    with the accepted ones, in English and French."""
+    model, card = catalog_model("llama-3.1-8b"), gpu("h100")
+    for engine, versions in ENGINE_VERSIONS.items():
+        assert serve(model, card, engine=engine, context=8192, layouts=False).engine_version == versions[0]
+        for version in versions:
+            assert serve(model, card, engine=engine, context=8192, layouts=False,
+                         engine_version=version).engine_version == version
+    with pytest.raises(CalculatorError) as error:
+        serve(model, card, engine="sglang", engine_version="0.19")
+    assert "0.5.21, 0.4.6" in error.value.message("en") and "0.5.21, 0.4.6" in error.value.message("fr")
 
 
 def test_allocator_rounding_of_fused_matrices():

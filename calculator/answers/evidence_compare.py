@@ -53,8 +53,9 @@ class Case:
     context: int | None = None
     tensor: int | None = None
     users: int = 1
-    # vLLM's accounting the log was written by (serving.VLLM_VERSIONS); None: the current one.
-    # A log older than the current accounting (CUDA graphs outside the share) names "0.19".
+    # The engine accounting the log was written by (serving.versions.ENGINE_VERSIONS); None: the
+    # engine's current one. An older vLLM log (CUDA graphs outside the share) names "0.19", an
+    # older SGLang log "0.4.6".
     engine_version: str | None = None
 
 
@@ -77,11 +78,9 @@ def _kv_dtype(figures: dict) -> str:
 def _plan(case: Case, figures: dict, engine: str, utilization: float | None):
     from calculator.serving.plan import serve
 
-    from calculator.serving.vllm import VLLM_CURRENT
-
     return serve(case.model, case.card, engine=engine, dtype=case.dtype, kv_dtype=_kv_dtype(figures),
                  context=figures.get("max_model_len") or case.context, tensor=figures.get("tensor_parallel") or case.tensor,
-                 utilization=utilization, layouts=False, engine_version=case.engine_version or VLLM_CURRENT)
+                 utilization=utilization, layouts=False, engine_version=case.engine_version)
 
 
 def _serving(figures: dict, case: Case, engine: str) -> Comparison:

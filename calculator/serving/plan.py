@@ -1,8 +1,9 @@
 """A serving deployment: the engine's split of each card, the sequences that run at once, the
 verdict for U users, and the layouts (tensor-parallel size x replicas) that serve them.
 
-Built from the pieces of serving.py, which follow the engines' own accounting: vLLM V1 as of
-0.19 (`--engine vllm`, the default) and SGLang 0.4.6 (`--engine sglang`). Also here: the KV
+Built from the pieces of engines.py, vllm.py and sglang.py, which follow the engines' own
+accounting: current vLLM V1 (`--engine vllm`, the default; 0.19 on request) and current SGLang
+(`--engine sglang`; 0.4.6 on request), versions.py's table. Also here: the KV
 cache llama.cpp's server allocates, and transformers without a serving engine across
 several GPUs (device_map against tp_plan).
 """
@@ -25,9 +26,10 @@ from calculator.serving.engines import (BLOCK_TOKENS, allocator_rounding_bytes, 
                                         check_engine, check_fraction, concurrency, experts_bytes_per_gpu,
                                         kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
                                         max_sequences, sequence_blocks, serving_weights, weights_per_gpu)
-from calculator.serving.vllm import (VLLM_CURRENT, VLLM_UTILIZATIONS, check_version, cuda_graph_bytes,
-                                     default_limits, non_torch_bytes, profile_peak)
-from calculator.serving.sglang import SGLANG_START_BYTES, SGLANG_VERSION, sglang_fraction
+from calculator.serving.vllm import (VLLM_CURRENT, VLLM_UTILIZATIONS, cuda_graph_bytes, default_limits,
+                                     non_torch_bytes, profile_peak)
+from calculator.serving.sglang import SGLANG_START_BYTES, pool_cell_bytes, sglang_fraction
+from calculator.serving.versions import check_version
 
 MAX_OFFLOAD_GIB = 4096
 MAX_KV_BYTES = 2**50
@@ -171,10 +173,11 @@ def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: i
         free = card.total_bytes - SGLANG_START_BYTES
         requested = math.floor(free * utilization)
         available = requested - weights
-        tokens = max(available, 0) // per_token
+        per_token = sglang_cell_bytes(spec, tensor, kv_bytes, options.version)
+        tokens = int(max(available, 0) // per_token)
         sequences = 0 if tokens < context else 1 + (tokens - context) // max(context - shared_prefix, 1)
-        return Replica(tensor, requested, weights, offload, free - requested, 0, available, tokens * per_token,
-                       per_token, None, 1, tokens, None, tokens / context, sequences, "reserved share",
+        return Replica(tensor, requested, weights, offload, free - requested, 0, available, math.ceil(tokens * per_token),
+                       math.ceil(per_token), None, 1, tokens, None, tokens / context, sequences, "reserved share",
                        budget.verdict_for(requested))
     profile = profile_peak(spec, dtype, tensor, batched, seqs)
     other = non_torch_bytes(tensor)
@@ -195,11 +198,20 @@ def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: i
                    budget.verdict_for(requested), graphs)
 
 
+def sglang_cell_bytes(spec, tensor: int, kv_bytes: int, version: str) -> float:
+    """Bytes of SGLang's pool per token on one GPU (sglang.pool_cell_bytes): the full-attention
+    (and MLA) layers' key and value, and the sliding-window layers' as that version counts them."""
+    groups = kv_groups(spec, tensor, kv_bytes)
+    sliding = sum(g.layers * g.page_bytes for g in groups if g.kind == "sliding") // BLOCK_TOKENS
+    full = sum(g.layers * g.page_bytes for g in groups if g.kind != "sliding") // BLOCK_TOKENS
+    return pool_cell_bytes(full, sliding, version)
+
+
 def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, tensor: int | None = None,
           dtype: str = "bfloat16", kv_dtype: str | None = "auto", context: int | None = None, users: int = 1,
           utilization: float | None = None, max_num_batched_tokens: int | None = None,
           max_num_seqs: int | None = None, cpu_offload_gib: float = 0.0, shared_prefix: int = 0,
-          layouts: bool = True, usage: str = "server", engine_version: str = VLLM_CURRENT,
+          layouts: bool = True, usage: str = "server", engine_version: str | None = None,
           enforce_eager: bool = False, kv_cache_memory_bytes: int | None = None,
           expert_parallel: bool = False) -> Deployment:
     """`users` sequences of `context` tokens (prompt and answer together: vLLM's
@@ -230,13 +242,14 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     batched = limits.check("max_num_batched_tokens",
                            default_batched if max_num_batched_tokens is None else max_num_batched_tokens)
     seqs = min(limits.check("max_num_seqs", default_seqs if max_num_seqs is None else max_num_seqs), batched)
-    engine_version = check_version(engine_version)
+    engine_version = check_version(engine, engine_version)
     if kv_cache_memory_bytes is not None:
         kv_cache_memory_bytes = check_count("--kv-cache-memory-bytes", kv_cache_memory_bytes, MAX_KV_BYTES)
     options = VllmOptions(engine_version, bool(enforce_eager), kv_cache_memory_bytes, bool(expert_parallel))
     if utilization is None:
         utilization = (VLLM_UTILIZATIONS[engine_version] if engine == "vllm"
-                       else sglang_fraction(card.memory_bytes, tensor))
+                       else sglang_fraction(card.memory_bytes, tensor, engine_version, bool(spec.mla_expanded_dim),
+                                            model.config))
     utilization = check_fraction(utilization)
     kv_bytes = kv_element_bytes(dtype, kv_dtype)
     offload = round(cpu_offload_gib * GIB)
@@ -258,7 +271,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
             layout_rows.append(Layout(t, one.weights_bytes_per_gpu, one.kv_pool_bytes_per_gpu, one.kv_tokens,
                                   one.sequences, needed, needed * t if needed else None))
     kv_name = "auto" if kv_dtype in (None, "", "auto") else {4: "float32", 2: "float16", 1: "float8"}[kv_bytes]
-    return Deployment(engine, engine_version if engine == "vllm" else SGLANG_VERSION, card.key, gpus, tensor,
+    return Deployment(engine, engine_version, card.key, gpus, tensor,
                       replicas, dtype, kv_name, context, users, utilization, batched, seqs, card.total_bytes,
                       kv_bytes_per_token(spec, {4: "float32", 2: "bfloat16", 1: "float8"}[kv_bytes]), chosen,
                       total_sequences, verdict, reason, tuple(layout_rows), options.enforce_eager,

@@ -55,13 +55,6 @@ DEFAULT_LIMITS = {("server", True): (8192, 1024), ("server", False): (2048, 256)
                   ("offline", True): (16384, 1024), ("offline", False): (8192, 256)}
 
 
-def check_version(version: str) -> str:
-    if version not in VLLM_VERSIONS:
-        raise CalculatorError("unknown_choice", name="engine version", value=str(version)[:30],
-                              choices=", ".join(VLLM_VERSIONS))
-    return version
-
-
 def cuda_graph_bytes(version: str, enforce_eager: bool) -> int:
     """What vLLM takes out of the pool for its CUDA graphs: nothing in 0.19 (they were captured
     after the pool, in the memory the share leaves), nothing with --enforce-eager."""

@@ -25,8 +25,8 @@ def register(commands, shared) -> None:
                    help="tokens per request, when the log does not state max_model_len")
     p.add_argument("--tensor", type=int, default=None, help="tensor-parallel size, when the log does not state it")
     p.add_argument("--engine-version", default=None,
-                   help="vLLM's accounting the log was written by: 0.19 for a log older than the current one "
-                        "(CUDA graphs outside the share); default: the current accounting")
+                   help="the engine accounting the log was written by: vLLM 0.19 (CUDA graphs outside the "
+                        "share) or SGLang 0.4.6 for an older log; default: the engine's current accounting")
 
 
 def read_input(path: str) -> str:

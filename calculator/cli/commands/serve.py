@@ -1,5 +1,5 @@
-"""`serve MODEL --gpu G [--gpus N] [--tensor T] ...`: how a serving engine (vLLM V1 as of 0.19,
-or SGLang 0.4.6) splits each card, how many sequences of --context tokens run at once, whether
+"""`serve MODEL --gpu G [--gpus N] [--tensor T] ...`: how a serving engine (vLLM V1 or SGLang, as
+they are now or in the release of the published logs) splits each card, how many sequences of --context tokens run at once, whether
 --users of them fit, and the GPUs each tensor-parallel size needs for them."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from calculator.cli.commands._common import add_command, find_gpu, platform_gpus
 def register(commands, shared) -> None:
     from calculator.distributed.llama_cpp import CACHE_TYPES, SERVER_SLOTS
     from calculator.serving.engines import ENGINES, KV_DTYPES, WEIGHT_DTYPES
-    from calculator.serving.vllm import USAGES, VLLM_CURRENT, VLLM_VERSIONS
+    from calculator.serving.versions import ENGINE_VERSIONS
+    from calculator.serving.vllm import USAGES
 
     p = add_command(commands, "serve", shared, ("model", "trust", "json"), run,
                     help="memory of a serving engine (vLLM, SGLang): KV pool, concurrent sequences, GPUs needed")
@@ -44,10 +45,12 @@ def register(commands, shared) -> None:
     p.add_argument("--shared-prefix", type=int, default=0,
                    help="tokens of prompt every sequence shares (prefix caching stores them once); default 0")
     p.add_argument("--engine", choices=ENGINES + ("llama.cpp",), default="vllm",
-                   help="vllm (V1; default), sglang (0.4.6) or llama.cpp (llama-server's KV buffer)")
-    p.add_argument("--engine-version", choices=VLLM_VERSIONS, default=VLLM_CURRENT,
-                   help=f"vLLM's accounting: {VLLM_CURRENT} (default: share 0.92, CUDA graphs counted in it) or 0.19 "
-                        "(share 0.9, CUDA graphs outside it; the published logs of bench/data are 0.19)")
+                   help="vllm (V1; default), sglang or llama.cpp (llama-server's KV buffer)")
+    versions = "; ".join(f"{engine}: {', '.join(known)}" for engine, known in ENGINE_VERSIONS.items())
+    p.add_argument("--engine-version", default=None,
+                   help=f"whose accounting to follow ({versions}; the first is the default). vLLM 0.19: share 0.9, "
+                        "CUDA graphs outside it; SGLang 0.4.6: its older --mem-fraction-static table (the published "
+                        "logs of bench/data/serving_logs.json)")
     p.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs (nothing kept for them)")
     p.add_argument("--kv-cache-memory-bytes", type=int, default=None,
                    help="vLLM: the KV cache pool per GPU in bytes, set by hand (the share no longer applies)")
@@ -64,8 +67,9 @@ def register(commands, shared) -> None:
 
 
 def run(args) -> int:
-    from calculator.serving.vllm import VLLM_CURRENT
     from calculator.serving.plan import serve
+    from calculator.serving.sglang import SGLANG_LEGACY
+    from calculator.serving.vllm import VLLM_CURRENT
 
     card = find_gpu(args.gpu)
     args.gpus = platform_gpus(args, None)
@@ -119,10 +123,15 @@ def run(args) -> int:
     if best:
         print(f"Fewest GPUs: {best.gpus} x {card.name} (tensor parallel {best.tensor} x {best.replicas} "
               f"replica{'s' if best.replicas > 1 else ''}).")
-    note = {"0.19": "Accounting of vLLM 0.19 (CUDA graphs captured outside the share).",
-            VLLM_CURRENT: f"Accounting of vLLM {VLLM_CURRENT} (CUDA graphs estimated and taken out of the share; "
-                          "--engine-version 0.19 for the older one)."}
-    print(f"Units: GiB = 2^30 bytes. {note[plan.engine_version] if plan.engine == 'vllm' else ''}".rstrip())
+    notes = {("vllm", "0.19"): "Accounting of vLLM 0.19 (CUDA graphs captured outside the share).",
+             ("vllm", VLLM_CURRENT): f"Accounting of vLLM {VLLM_CURRENT} (CUDA graphs estimated and taken out of "
+                                     "the share; --engine-version 0.19 for the older one).",
+             ("sglang", SGLANG_LEGACY): "Accounting of SGLang 0.4.6 (its older --mem-fraction-static table).",
+             }
+    note = notes.get((plan.engine, plan.engine_version),
+                     f"Accounting of SGLang {plan.engine_version} (its fraction leaves room for a chunked prefill "
+                     f"and its CUDA graphs; --engine-version {SGLANG_LEGACY} for the older one).")
+    print(f"Units: GiB = 2^30 bytes. {note}")
     return 0
 
 
