@@ -52,6 +52,12 @@ def test_sglang_current_fraction_by_hand():
     assert sglang_reserved_mib(l4, 1) == 7_280 and sglang_fraction(l4, 1) == 0.684
     assert sglang_fraction(l4, 4) == 0.658
     assert sglang_reserved_mib(b200, 1) == 26_832 and sglang_fraction(b200, 1) == 0.854
+    # --chunked-prefill-size 2048 on the L4 (`serve --max-num-batched-tokens 2048`): 42 prefill graphs,
+    # 512 + 3,072 + 128 + 96 + 336 = 4,144 -> 18,890 / 23,034 = 0.820
+    assert sglang_reserved_mib(l4, 1, chunked=2048) == 4_144
+    plan = serve(catalog_model("llama-3.2-1b"), gpu("l4"), engine="sglang", context=8192, layouts=False,
+                 max_num_batched_tokens=2048)
+    assert plan.utilization == 0.82
 
 
 def test_sglang_current_pool_by_hand():

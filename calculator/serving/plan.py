@@ -249,7 +249,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     if utilization is None:
         utilization = (VLLM_UTILIZATIONS[engine_version] if engine == "vllm"
                        else sglang_fraction(card.memory_bytes, tensor, engine_version, bool(spec.mla_expanded_dim),
-                                            model.config))
+                                            model.config, max_num_batched_tokens))
     utilization = check_fraction(utilization)
     kv_bytes = kv_element_bytes(dtype, kv_dtype)
     offload = round(cpu_offload_gib * GIB)

@@ -56,11 +56,13 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
-def sglang_reserved_mib(memory_bytes: int, tensor: int, mla: bool = False) -> float:
+def sglang_reserved_mib(memory_bytes: int, tensor: int, mla: bool = False, chunked: int | None = None) -> float:
     """What the current default fraction leaves out of the card, in MiB: a constant 512, 1.5 per
-    token of a chunked prefill, 1 GiB per 8 GPUs of one model, 2 per decode graph batch, and
-    8 per prefill graph (MLA: 1.5 GiB flat); at least 10 GiB on cards above 60 GiB."""
-    chunked, decode_bs = sglang_defaults(memory_bytes, tensor)
+    token of a chunked prefill (the card's default, or --chunked-prefill-size), 1 GiB per 8 GPUs
+    of one model, 2 per decode graph batch, and 8 per prefill graph, captured up to the chunk
+    (MLA: 1.5 GiB flat); at least 10 GiB on cards above 60 GiB."""
+    default_chunk, decode_bs = sglang_defaults(memory_bytes, tensor)
+    chunked = chunked or default_chunk
     reserved = 512 + max(chunked, 2048) * 1.5 + tensor / 8 * 1024 + decode_bs * 2
     reserved += 1.5 * 1024 if mla else len(prefill_graph_sizes(chunked)) * 8
     if memory_bytes / MIB > 60 * 1024:
@@ -82,13 +84,13 @@ def vision_factor(config: dict | None) -> float:
 
 
 def sglang_fraction(memory_bytes: int, tensor: int, version: str = SGLANG_CURRENT, mla: bool = False,
-                    config: dict | None = None) -> float:
+                    config: dict | None = None, chunked: int | None = None) -> float:
     """SGLang's default --mem-fraction-static, from the card's memory as nvidia-smi reports it
     and the number of GPUs of one model."""
     if version == SGLANG_LEGACY:
         return legacy_fraction(memory_bytes, tensor)
     mib = memory_bytes / MIB
-    fraction = round((mib - sglang_reserved_mib(memory_bytes, tensor, mla)) / mib, 3)
+    fraction = round((mib - sglang_reserved_mib(memory_bytes, tensor, mla, chunked)) / mib, 3)
     factor = vision_factor(config)
     return fraction if factor == 1.0 else fraction * factor
 

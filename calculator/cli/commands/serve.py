@@ -34,7 +34,8 @@ def register(commands, shared) -> None:
                    help="vLLM: share of each card's total memory (default 0.9); SGLang: --mem-fraction-static "
                         "(default: its table on the card and the tensor-parallel size)")
     p.add_argument("--max-num-batched-tokens", type=int, default=None,
-                   help="tokens of the profile run and of each scheduling step (default: vLLM's for the card and "
+                   help="tokens of the profile run and of each scheduling step (SGLang: --chunked-prefill-size, "
+                        "which its default --mem-fraction-static leaves room for); default: vLLM's for the card and "
                         "usage context: vllm serve 8192 on cards of 70 GiB and more except the A100, else 2048)")
     p.add_argument("--max-num-seqs", type=int, default=None,
                    help="requests per step (default: 1024 on those cards, else 256)")
