@@ -1,9 +1,10 @@
 """Serving engines: how vLLM and SGLang turn a card into a paged KV-cache pool.
 
-The pieces of the engines' own accounting, per GPU (per tensor-parallel rank), in bytes.
-The plan that puts them together (a deployment, its verdict, the layouts for U users) is in
-serving_plan.py. Sources were read in the engines' released code (file:line of the release
-named; the research notes of this chapter keep the full citations):
+The pieces both engines share, per GPU (per tensor-parallel rank), in bytes: the KV cache
+pages and the weights as the engines load them. Each engine's own accounting is in vllm.py and
+sglang.py (their versions: versions.py); the plan that puts them together (a deployment, its
+verdict, the layouts for U users) is in plan.py. Sources were read in the engines' released code
+(file:line of the release named; the research notes of this chapter keep the full citations):
 
 - vLLM V1, as of 0.19 (the release of the published logs this model is checked against):
   `--gpu-memory-utilization` is a share of the card's TOTAL memory, per instance
@@ -18,10 +19,9 @@ named; the research notes of this chapter keep the full citations):
   (config/model.py get_num_kv_heads, get_head_size); layers of different kinds (full,
   sliding window) go into groups of as many layers as the rarest kind has
   (v1/core/kv_cache_utils.py, hybrid allocator); blocks = available // (page x group size).
-- SGLang (0.4.6.post5): no profile run; weights + pool = mem_fraction_static x the free
-  memory measured before the weights are loaded (model_executor/model_runner.py
-  profile_max_num_token), and its default fraction is a table on the card and the TP size
-  (server_args.py).
+- SGLang: no profile run; weights + pool = mem_fraction_static x the free memory measured
+  before the weights are loaded (model_executor/model_runner.py profile_max_num_token); its
+  default fraction: sglang.py.
 """
 
 from __future__ import annotations
