@@ -68,7 +68,8 @@ def check(row: dict) -> GraphCheck:
 
 
 def checks() -> list[GraphCheck]:
-    return [check(row) for row in rows()]
+    """The rows that quote vLLM's "equivalent share" line (a table of tokens alone does not)."""
+    return [check(row) for row in rows() if "equivalent_utilization" in row["logged"]]
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class KvCheck:
     gpu: str
     logged_tokens: int
     predicted_tokens: int
-    logged_available_gib: float
+    logged_available_gib: float | None  # None where the post quotes the tokens only
     predicted_available_gib: float
     source_url: str
 
@@ -88,7 +89,9 @@ class KvCheck:
         return self.predicted_tokens / self.logged_tokens - 1
 
     @property
-    def available_error(self) -> float:
+    def available_error(self) -> float | None:
+        if self.logged_available_gib is None:
+            return None
         return self.predicted_available_gib / self.logged_available_gib - 1
 
     @property
@@ -111,7 +114,7 @@ def kv_check(row: dict) -> KvCheck:
                  usage=args["usage"], layouts=False)
     logged = row["logged"]
     return KvCheck(row["id"], row["engine_version"].split(" ")[0], row["model"], args["gpu"], logged["kv_tokens"],
-                   plan.replica.kv_tokens, logged["available_kv_gib"],
+                   plan.replica.kv_tokens, logged.get("available_kv_gib"),
                    plan.replica.available_kv_bytes_per_gpu / GIB, row["source_url"])
 
 
@@ -123,9 +126,9 @@ def kv_table(results: list[KvCheck]) -> str:
     lines = ["| run | version | model | GPU | logged KV tokens | predicted | error | available KV GiB "
              "(logged / predicted) |", "|---|---|---|---|---|---|---|---|"]
     for c in results:
+        logged = "-" if c.logged_available_gib is None else f"{c.logged_available_gib:.2f}"
         lines.append(f"| [{c.id}]({c.source_url}) | {c.version} | {c.model} | {c.gpu} | {c.logged_tokens:,} | "
-                     f"{c.predicted_tokens:,} | {c.error:+.2%} | {c.logged_available_gib:.2f} / "
-                     f"{c.predicted_available_gib:.2f} |")
+                     f"{c.predicted_tokens:,} | {c.error:+.2%} | {logged} / {c.predicted_available_gib:.2f} |")
     return "\n".join(lines)
 
 
