@@ -150,7 +150,8 @@ def table(results: list[GraphCheck]) -> str:
 
 def main() -> None:
     results = checks()
-    print(f"## Current vLLM: CUDA graphs in the share, against {len(results)} published start-up logs\n")
+    print(f"## Current vLLM: CUDA graphs in the share, against the {len(results)} of {len(rows())} published "
+          "starts that print vLLM's equivalent share\n")
     print(table(results) + "\n")
     kv = kv_checks()
     print(f"KV cache tokens, current accounting, on the {len(kv)} run(s) with a catalog model and card "
