@@ -145,7 +145,9 @@ def _gguf_embedding(units: list[Unit], quantized: dict, summary: ModelSummary, s
     head is tied to them (quantize_model's rule), else in the format's."""
     embedding = summary.groups.get("embedding", 0)
     row = spec.hidden
-    homes = [i for i, u in enumerate(units) if u.parameters == embedding and not _REPEATED.search(u.name)]
+    heads = {_own_unit(units, m) for m in summary.linears if m.kind == "head"}
+    homes = [i for i, u in enumerate(units)
+             if u.parameters == embedding and not _REPEATED.search(u.name) and i not in heads]
     if not embedding or not row or embedding % row or len(homes) != 1:
         return
     tied = any(m.kind == "tied-head" for m in summary.linears)
