@@ -158,3 +158,19 @@ def test_fp8_block128_differs_from_per_channel_float8_by_its_scales():
     block = serve(model, card, dtype="fp8-block128", context=4096, layouts=False).replica.weights_bytes_per_gpu
     channel = serve(model, card, dtype="float8", context=4096, layouts=False).replica.weights_bytes_per_gpu
     assert block - channel == 32 * 4 * (blocks - channels)
+
+
+def test_the_chapter_states_what_the_calculator_computes():
+    """The serving chapter's paragraph on shipped formats: gpt-oss-120b's weights on an H100
+    (Triton, the checkpoint's layout: the Hub's 60.8 GiB plus the rotary table and float32
+    expert biases) and on an A100 (Marlin's padding), in both languages."""
+    from pathlib import Path
+
+    model = catalog_model("gpt-oss-120b")
+    sizes = [serve(model, gpu(card), dtype=None, context=8192, layouts=False).replica.weights_bytes_per_gpu / GIB
+             for card in ("h100", "a100-80gb")]
+    assert abs(sizes[0] - 60.8) < 0.1
+    root = Path(__file__).resolve().parents[1] / "content"
+    english, french = (root / "en" / "serving.md").read_text(), (root / "fr" / "serving.md").read_text()
+    for size in sizes:
+        assert f"{size:.1f} GiB" in english and f"{size:.1f} Gio".replace(".", ",") in french
