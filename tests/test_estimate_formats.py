@@ -147,3 +147,14 @@ def test_a_format_without_shapes_is_refused_in_both_languages():
     assert error.value.code == "format_needs_shapes"
     assert "nvfp4" in error.value.message("en") and "safetensors" in error.value.message("en")
     assert "nvfp4" in error.value.message("fr") and "matrice" in error.value.message("fr")
+
+
+def test_the_estimator_chapter_states_what_the_calculator_computes():
+    """The estimator chapter's line on format rows: gpt-oss-20b in mxfp4, in both languages."""
+    from pathlib import Path
+
+    model = catalog_model("gpt-oss-20b")
+    size = rows_for(model.summary, ["mxfp4"], model.spec)[0].total_bytes / GIB
+    root = Path(__file__).resolve().parents[1] / "content"
+    assert f"{size:.2f} GiB" in (root / "en" / "estimator.md").read_text()
+    assert f"{size:.2f} Gio".replace(".", ",") in (root / "fr" / "estimator.md").read_text()

@@ -32,7 +32,7 @@ def render(ctx: Context) -> None:
     cards = gpus()
     c1, c2 = st.columns(2)
     dtypes = c1.multiselect(ctx.t("estimator.dtypes"), PRECISIONS, default=list(DEFAULT_DTYPES), key="es_dtypes",
-                            bind="query-params", help=ctx.t("common.dtype_help"), wrap=True)
+                            bind="query-params", help=ctx.t("estimator.dtypes_help"), wrap=True)
     others = [k for k in OTHER_GPUS if k != inputs.card.key]
     picked = c2.multiselect(ctx.t("estimator.gpus"), list(cards), default=others, key="es_gpus",
                             format_func=gpu_name, bind="query-params", max_selections=6,
