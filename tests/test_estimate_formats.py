@@ -158,3 +158,14 @@ def test_the_estimator_chapter_states_what_the_calculator_computes():
     root = Path(__file__).resolve().parents[1] / "content"
     assert f"{size:.2f} GiB" in (root / "en" / "estimator.md").read_text()
     assert f"{size:.2f} Gio".replace(".", ",") in (root / "fr" / "estimator.md").read_text()
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_estimator_page_shows_format_rows(lang):
+    from tests.apptest import open_page
+
+    at = open_page("estimator", lang, es_model="gpt-oss-20b", es_dtypes="mxfp4")
+    assert not at.exception and not at.error, [e.value for e in at.exception]
+    total = "12.82 GiB" if lang == "en" else "12,82 Gio"
+    rows = [frame.value for frame in at.dataframe if "mxfp4" in frame.value.iloc[:, 0].tolist()]
+    assert rows and any(total in str(cell) for cell in rows[0].iloc[0])

@@ -174,3 +174,21 @@ def test_the_chapter_states_what_the_calculator_computes():
     english, french = (root / "en" / "serving.md").read_text(), (root / "fr" / "serving.md").read_text()
     for size in sizes:
         assert f"{size:.1f} GiB" in english and f"{size:.1f} Gio".replace(".", ",") in french
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_serving_page_prices_mxfp4_and_says_what_ships(lang):
+    """The chapter's case on gpt-oss-20b: in bfloat16 the memory calculator says the checkpoint
+    ships in mxfp4; with its own precision set to mxfp4 it prices it, without an error."""
+    from tests.apptest import open_page
+
+    at = open_page("serving", lang, model="gpt-oss-20b", gpu="h100", dtype="bfloat16")
+    assert not at.exception, [e.value for e in at.exception]
+    note = "ships in mxfp4" if lang == "en" else "livré en mxfp4"
+    assert any(note in info.value for info in at.info)
+    priced = open_page("serving", lang, model="gpt-oss-20b", gpu="h100", dtype="bfloat16", svm_dtype="mxfp4",
+                       svg_dtype="nvfp4")
+    assert not priced.exception, [e.value for e in priced.exception]
+    assert not any(note in info.value for info in priced.info)  # priced as it ships: no note
+    shown = " ".join(str(c.value) for c in priced.code)
+    assert "--dtype mxfp4" in shown  # the memory calculator's paste-ready command
