@@ -169,3 +169,20 @@ def test_the_estimator_page_shows_format_rows(lang):
     total = "12.82 GiB" if lang == "en" else "12,82 Gio"
     rows = [frame.value for frame in at.dataframe if "mxfp4" in frame.value.iloc[:, 0].tolist()]
     assert rows and any(total in str(cell) for cell in rows[0].iloc[0])
+
+
+def test_parity_estimator_page_and_cli():
+    """The estimator's "Copy as answer" for format rows: its command line, run, prints the rows
+    the page showed (total, largest layer, rule of thumb)."""
+    from guide.inputs.estimate_table import estimate_answer
+    from tests.test_parity import cli_json
+
+    model = catalog_model("qwen3-30b-a3b")
+    dtypes = ["bfloat16", "mxfp4", "nvfp4", "fp8-block128", "Q4_K"]
+    answer = estimate_answer(model, dtypes)
+    cli = cli_json("estimate", *answer.argv)
+    page = rows_for(model.summary, dtypes, model.spec)
+    for row, shown in zip(cli["rows"], page):
+        assert (row["dtype"], row["total_bytes"], row["largest_layer"], row["largest_layer_bytes"],
+                row["rule_of_thumb_bytes"]) == (shown.dtype, shown.total_bytes, shown.largest_layer,
+                                                 shown.largest_layer_bytes, shown.rule_of_thumb_bytes)
