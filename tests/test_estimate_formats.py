@@ -186,3 +186,18 @@ def test_parity_estimator_page_and_cli():
         assert (row["dtype"], row["total_bytes"], row["largest_layer"], row["largest_layer_bytes"],
                 row["rule_of_thumb_bytes"]) == (shown.dtype, shown.total_bytes, shown.largest_layer,
                                                  shown.largest_layer_bytes, shown.rule_of_thumb_bytes)
+
+
+def test_every_catalog_model_places_each_quantized_matrix_once():
+    """Over the whole catalog (leaf layers as DistilBERT's, vision towers, encoder-decoders,
+    dense layers before experts): no layer below zero, and the layers add up to the format's
+    total within 1% (what a layer list leaves out of the model, as StarCoder's, aside)."""
+    from calculator.models import catalog
+
+    for entry in catalog.entries():
+        model = catalog_model(entry.key)
+        for fmt in ("mxfp4", "nvfp4", "fp8-block128", "bnb-nf4", "torchao-int4"):
+            units = units_in_format(model.summary, model.spec, fmt)
+            total = quantize_model(model.summary, model.spec, fmt).total_bytes
+            assert min(u.bytes for u in units) >= 0, (entry.key, fmt)
+            assert abs(sum(u.bytes for u in units) - total) <= 0.01 * total, (entry.key, fmt)

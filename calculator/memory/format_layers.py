@@ -4,7 +4,9 @@ layers' parameter counts (ModelSummary.units), with no figure stored for it.
 
 accelerate's layers (units) carry a parameter count, not the list of matrices they hold, so
 each quantized matrix is placed by what the shapes say about it:
-- the output head is its own unit (named as the matrix, with as many parameters);
+- a unit that is one matrix alone (named as the matrix, with as many parameters, a bias
+  aside) holds it: an untied output head, or the leaf layers of a model accelerate does not
+  group into blocks (DistilBERT's q_lin...);
 - mixture-of-experts: the expert tensors count one matrix per expert, so count / experts is
   the number of expert layers, and those are the largest repeated layers (a model may start
   with dense layers, as DeepSeek-V3, or alternate them, as Llama 4 Maverick);
@@ -12,8 +14,9 @@ each quantized matrix is placed by what the shapes say about it:
   layer taking a share in proportion to its parameters outside the experts: exact when the
   layers have the same shapes, as in every decoder-only model; for an encoder-decoder or a
   vision tower the share is an average over layers of different kinds.
-GGUF also stores the token embeddings in a block type (quantization.quantize_model): the unit
-that holds exactly the embedding parameters gets them.
+GGUF also stores the embeddings in a block type (quantization.quantize_model): the units named
+as embeddings get them when their parameters add up to the model's; otherwise (BERT-like
+models, whose embeddings block holds its norm) they are left in 16 bits, an overestimate.
 """
 
 from __future__ import annotations
@@ -60,7 +63,10 @@ def units_in_format(summary: ModelSummary, spec: ArchSpec | None, fmt: QuantForm
     units = list(summary.units)
     quantized: dict[int, list[Fraction]] = {i: [Fraction(0), Fraction(0)] for i in range(len(units))}  # params, bytes
     layers = [i for i, u in enumerate(units) if _REPEATED.search(u.name)]
+    if not layers:  # no repeated blocks (leaf units): spread what no unit holds alone over them all
+        layers = list(range(len(units)))
     spread = [Fraction(0), Fraction(0)]
+    alone: set[int] = set()  # units that are one matrix: priced whole, kept out of the spread
     experts = [m for m in summary.linears if m.kind == "experts" and _quantized_by(fmt, m, spec)]
     expert_units = _expert_units(units, layers, experts, spec)
     for matrix in summary.linears:
@@ -72,14 +78,18 @@ def units_in_format(summary: ModelSummary, spec: ArchSpec | None, fmt: QuantForm
                 quantized[i][0] += Fraction(matrix.parameters, len(expert_units))
                 quantized[i][1] += Fraction(matrix.count * one, len(expert_units))
             continue
-        home = _own_unit(units, matrix) if matrix.kind == "head" else None
-        target = quantized[home] if home is not None else spread
-        target[0] += matrix.parameters
-        target[1] += matrix.count * one
+        homes = _matrix_units(units, matrix)[:matrix.count]  # units that are this matrix alone
+        alone.update(homes)
+        for i in homes:
+            quantized[i][0] += matrix.in_features * matrix.out_features
+            quantized[i][1] += one
+        left = matrix.count - len(homes)
+        spread[0] += left * matrix.in_features * matrix.out_features
+        spread[1] += left * one
     expert_params = {i: quantized[i][0] for i in expert_units}
-    weights = {i: units[i].parameters - expert_params.get(i, 0) for i in layers}
+    weights = {i: units[i].parameters - expert_params.get(i, 0) for i in layers if i not in alone}
     total = sum(weights.values())
-    for i in layers if total else ():
+    for i in weights if total else ():
         quantized[i][0] += spread[0] * weights[i] / total
         quantized[i][1] += spread[1] * weights[i] / total
     if fmt.family == "gguf":
@@ -121,12 +131,17 @@ def _matrix_bytes(fmt: QuantFormat, matrix, summary: ModelSummary, spec: ArchSpe
     return matrix_bytes(fmt, matrix.in_features, matrix.out_features)
 
 
+def _matrix_units(units: list[Unit], matrix) -> list[int]:
+    """The units that are one such matrix alone (with its bias): an untied output head, or the
+    leaf layers of a model without larger blocks (DistilBERT's q_lin...)."""
+    size = matrix.in_features * matrix.out_features
+    return [i for i, unit in enumerate(units)
+            if unit.name.rsplit(".", 1)[-1] == matrix.name and unit.parameters in (size, size + matrix.out_features)]
+
+
 def _own_unit(units: list[Unit], matrix) -> int | None:
-    """The unit that is this one matrix (an untied output head is a layer of its own)."""
-    for i, unit in enumerate(units):
-        if unit.name.rsplit(".", 1)[-1] == matrix.name and unit.parameters == matrix.parameters:
-            return i
-    return None
+    homes = _matrix_units(units, matrix)
+    return homes[0] if homes and matrix.count == 1 else None
 
 
 def _expert_units(units: list[Unit], layers: list[int], experts, spec: ArchSpec) -> list[int]:
@@ -139,17 +154,23 @@ def _expert_units(units: list[Unit], layers: list[int], experts, spec: ArchSpec)
     return sorted(sorted(layers, key=lambda i: -units[i].parameters)[:count])
 
 
+_EMBEDDING = re.compile(r"emb|wte|wpe|shared")
+
+
 def _gguf_embedding(units: list[Unit], quantized: dict, summary: ModelSummary, spec: ArchSpec,
                     fmt: QuantFormat) -> None:
-    """GGUF's token embeddings, in the unit holding exactly them: in the head's type when the
-    head is tied to them (quantize_model's rule), else in the format's."""
-    embedding = summary.groups.get("embedding", 0)
-    row = spec.hidden
+    """GGUF's embeddings (token, position), in the units that hold them when their parameters
+    add up to the model's embeddings: the token table in the head's type when the head is tied
+    to it (quantize_model's rule), the others in the format's."""
+    embedding, row = summary.groups.get("embedding", 0), spec.hidden
     heads = {_own_unit(units, m) for m in summary.linears if m.kind == "head"}
-    homes = [i for i, u in enumerate(units)
-             if u.parameters == embedding and not _REPEATED.search(u.name) and i not in heads]
-    if not embedding or not row or embedding % row or len(homes) != 1:
+    homes = [i for i, u in enumerate(units) if _EMBEDDING.search(u.name.rsplit(".", 1)[-1].lower())
+             and not _REPEATED.search(u.name) and i not in heads and u.parameters and row
+             and u.parameters % row == 0]
+    if not embedding or sum(units[i].parameters for i in homes) != embedding:
         return
     tied = any(m.kind == "tied-head" for m in summary.linears)
-    block = gguf_head_type(fmt.key, summary, spec) if tied else fmt.key
-    quantized[homes[0]] = [Fraction(embedding), Fraction(gguf_bytes(block, embedding // row, row))]
+    for i in homes:
+        as_head = tied and units[i].parameters == spec.vocab * row
+        block = gguf_head_type(fmt.key, summary, spec) if as_head else fmt.key
+        quantized[i] = [Fraction(units[i].parameters), Fraction(gguf_bytes(block, units[i].parameters // row, row))]
