@@ -192,3 +192,12 @@ def test_the_serving_page_prices_mxfp4_and_says_what_ships(lang):
     assert not any(note in info.value for info in priced.info)  # priced as it ships: no note
     shown = " ".join(str(c.value) for c in priced.code)
     assert "--dtype mxfp4" in shown  # the memory calculator's paste-ready command
+
+
+@pytest.mark.parametrize("lang,words", [("en", "ships in that format"), ("fr", "livré dans ce format")])
+def test_the_markdown_answer_says_the_weights_are_as_shipped(lang, words):
+    code, out, _ = run("serve", "gpt-oss-20b", "--gpu", "h100", "--context", "8192", "--markdown", "--lang", lang)
+    assert code == 0 and words in out and "mxfp4" in out
+    code, out, _ = run("serve", "gpt-oss-20b", "--gpu", "h100", "--context", "8192", "--dtype", "mxfp4",
+                       "--markdown", "--lang", lang)
+    assert code == 0 and words not in out  # asked for: nothing to explain
