@@ -123,11 +123,10 @@ def test_bad_input_is_a_calculator_error(options, code):
     assert error.value.code == code
 
 
-@pytest.mark.parametrize("fmt,layout", [("gptq-4bit", "int4"), ("awq-4bit", "int4"), ("fp8-tensor", "float8"),
-                                        ("fp8-block128", "float8")])
+@pytest.mark.parametrize("fmt,layout", [("gptq-4bit", "int4"), ("awq-4bit", "int4"), ("fp8-tensor", "float8")])
 def test_the_case_formats_are_served_in_the_engines_layout(fmt, layout):
     """A chapter's case may hold a quantization format: GPTQ and AWQ are vLLM's w4a16, the fp8
-    formats its float8 layout; the plan is then the plain layout's, to the byte."""
+    tensor format its float8 layout (fp8-block128 has its own: test_serving_formats); the plan is then the plain layout's, to the byte."""
     served = plan("llama-3.1-8b", context=4096, dtype=fmt)
     assert served.dtype == layout
     assert served.replica.weights_bytes_per_gpu == plan("llama-3.1-8b", context=4096, dtype=layout)\

@@ -16,10 +16,10 @@ def estimate_json(model, dtypes, card=None) -> dict:
     budget = Budget(card) if card is not None else None
     data = result.to_json()
     for row, estimated in zip(data["rows"], result.rows):
-        row.update(readings_json(load_readings(result.summary, estimated.dtype, budget)))
+        row.update(readings_json(load_readings(result.summary, estimated.dtype, budget, model.spec)))
         if budget is not None:
             verdict = fit_verdict(estimated.total_bytes, estimated.rule_of_thumb_bytes, budget,
-                                  weight_rounding(result.summary, estimated.dtype))
+                                  weight_rounding(result.summary, estimated.dtype, model.spec))
             row.update(verdict=verdict, fits=verdict == "fits")
     if card is not None:
         data.update(gpu=card.key, usable_bytes=budget.usable_bytes, headroom_bytes=budget.headroom_bytes)

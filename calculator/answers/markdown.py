@@ -229,6 +229,8 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
                                       "tensor": data["tensor_parallel"], "engine": figures["engine"],
                                       "version": data["engine_version"]}),
                    ("serving_kv", {"per_token_bytes": data["kv_bytes_per_token"], "kv_tokens": data["kv_tokens"]})]
+    if data.get("dtype_source") == "as_shipped":  # no precision asked: the checkpoint's own (serving.weights)
+        assumptions.insert(3, ("serving_as_shipped", {"dtype": data["dtype"]}))
     options = {"tensor": data["tensor_parallel"], "replicas": data["replicas"], "dtype": data["dtype"],
                "kv_dtype": data["kv_dtype"], "context": data["context"]}
     line = vllm_command(data["model"], **options) if data["engine"] == "vllm" else sglang_command(data["model"], **options)

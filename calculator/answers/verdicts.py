@@ -153,16 +153,16 @@ def load_answer(model, card: Gpu, dtype: str) -> Answer:
     """Whether the model loads on the card (estimate.fit_verdict: the x1.1 rule below the
     budget fits, the bare weights inside the usable memory are tight); `detail`: the three
     readings of the loaded weights."""
-    from calculator.memory.estimate import fit_verdict, load_readings, weight_rounding
-    from calculator.core.precision import rule_of_thumb_bytes
+    from calculator.memory.estimate import fit_verdict, load_readings, rows_for, weight_rounding
 
     summary, budget = model.summary, Budget(card)
-    exact, rule = summary.total_bytes_at(dtype), rule_of_thumb_bytes(summary.parameters, dtype)
-    verdict = fit_verdict(exact, rule, budget, weight_rounding(summary, dtype))
+    row = rows_for(summary, (dtype,), model.spec)[0]  # a dtype, or a format's real layout
+    exact, rule = row.total_bytes, row.rule_of_thumb_bytes
+    verdict = fit_verdict(exact, rule, budget, weight_rounding(summary, dtype, model.spec))
     figures = {"total_bytes": exact, "rule_of_thumb_bytes": rule, "usable_bytes": budget.usable_bytes,
                "headroom_bytes": budget.headroom_bytes, "dtype": dtype}
     return Answer("load_fit", verdict, figures, (Assumption("weights_only"), Assumption("dtype", dtype)),
-                  load_readings(summary, dtype, budget))
+                  load_readings(summary, dtype, budget, model.spec))
 
 
 # Inference: largest batch, largest context, formats that fit ------------------------------

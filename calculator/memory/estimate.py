@@ -7,7 +7,10 @@ import math
 
 from calculator.core.budget import Budget, Readings, reserved_bytes, rounding_bytes
 from calculator.models.seam import Model, resolve
-from calculator.core.precision import DEFAULT_DTYPES, bytes_per_param, normalize_dtype, rule_of_thumb_bytes
+from calculator.core.errors import CalculatorError
+from calculator.core.precision import DEFAULT_DTYPES, DTYPES, RULE_OF_THUMB_MARGIN, bytes_per_param, normalize_dtype, \
+    rule_of_thumb_bytes
+from calculator.models.architecture import ArchSpec
 from calculator.models.summary import ModelSummary
 
 
@@ -69,15 +72,44 @@ def fit_verdict(exact_bytes: int, rule_bytes: int, budget: Budget, rounding: int
     return TOO_BIG
 
 
-def load_readings(summary: ModelSummary, dtype: str, budget: Budget | None = None) -> Readings:
-    """The memory of the loaded weights read three ways (nothing comes and goes yet)."""
+def precision_key(name: object) -> str:
+    """A storage dtype (normalized: bf16 -> bfloat16) or a quantization format key (mxfp4,
+    nvfp4, Q4_K...); anything else is refused with both lists."""
+    from calculator.memory.quantization import FORMAT_KEYS, is_format, quant_format
+
+    if is_format(name):
+        return quant_format(name).key
+    try:
+        return normalize_dtype(name)
+    except CalculatorError:
+        formats = [k for k in FORMAT_KEYS if is_format(k)]
+        raise CalculatorError("unknown_dtype", dtype=str(name)[:40], choices=", ".join([*DTYPES, *formats])) from None
+
+
+def loaded_bytes(summary: ModelSummary, dtype: str, spec: ArchSpec | None = None) -> int:
+    """The loaded weights: every parameter at the dtype's size, or the format's real layout."""
+    from calculator.memory.format_layers import format_total_bytes
+    from calculator.memory.quantization import is_format
+
+    return format_total_bytes(summary, spec, dtype) if is_format(dtype) else summary.total_bytes_at(dtype)
+
+
+def load_readings(summary: ModelSummary, dtype: str, budget: Budget | None = None,
+                  spec: ArchSpec | None = None) -> Readings:
+    """The memory of the loaded weights read three ways (nothing comes and goes yet). A
+    quantization format needs the model's shapes (`spec`)."""
     from calculator.core.budget import readings_of
 
-    return readings_of(_Loaded(summary.total_bytes_at(dtype), weight_rounding(summary, dtype)), budget)
+    return readings_of(_Loaded(loaded_bytes(summary, dtype, spec), weight_rounding(summary, dtype, spec)), budget)
 
 
-def weight_rounding(summary: ModelSummary, dtype: str) -> int:
+def weight_rounding(summary: ModelSummary, dtype: str, spec: ArchSpec | None = None) -> int:
     """The caching allocator's rounding of every weight matrix, each loaded as its own tensor."""
+    from calculator.memory.format_layers import format_weight_rounding
+    from calculator.memory.quantization import is_format
+
+    if is_format(dtype):
+        return format_weight_rounding(summary, spec, dtype)
     size = bytes_per_param(dtype)
     return sum(m.count * rounding_bytes([math.ceil(m.in_features * m.out_features * size)]) for m in summary.linears)
 
@@ -103,10 +135,17 @@ def accelerate_training_bytes(float32_total: int, dtype: str) -> int | None:
     return None
 
 
-def rows_for(summary: ModelSummary, dtypes=DEFAULT_DTYPES) -> tuple[Row, ...]:
+def rows_for(summary: ModelSummary, dtypes=DEFAULT_DTYPES, spec: ArchSpec | None = None) -> tuple[Row, ...]:
+    """One row per precision: a dtype (every parameter at its size) or a quantization format
+    (its real layout on the model's matrices, which needs `spec`)."""
+    from calculator.memory.quantization import is_format
+
     float32_total = summary.total_bytes_at("float32")
     rows = []
-    for dtype in dict.fromkeys(normalize_dtype(d) for d in dtypes):
+    for dtype in dict.fromkeys(precision_key(d) for d in dtypes):
+        if is_format(dtype):
+            rows.append(format_row(summary, spec, dtype))
+            continue
         largest = summary.largest_unit_at(dtype)
         rows.append(Row(
             dtype=dtype,
@@ -120,6 +159,20 @@ def rows_for(summary: ModelSummary, dtypes=DEFAULT_DTYPES) -> tuple[Row, ...]:
     return tuple(rows)
 
 
+def format_row(summary: ModelSummary, spec: ArchSpec | None, key: str) -> Row:
+    """A quantization format's row: its total and largest layer from the real layout (scales
+    included; on a mixture of experts, MXFP4 covers the experts only), its bytes per parameter
+    the average over every parameter, the rule of thumb that total x 1.1; accelerate has no
+    training figure for it."""
+    from calculator.memory.format_layers import format_total_bytes, largest_unit_in_format
+
+    total = format_total_bytes(summary, spec, key)
+    largest = largest_unit_in_format(summary, spec, key)
+    return Row(dtype=key, bytes_per_param=total / summary.parameters, total_bytes=total,
+               largest_layer=largest.name if largest else "", largest_layer_bytes=largest.bytes if largest else 0,
+               training_adam_bytes=None, rule_of_thumb_bytes=math.ceil(total * RULE_OF_THUMB_MARGIN))
+
+
 def estimate(name: str, dtypes=DEFAULT_DTYPES, model_class: str = "auto", allow_local: bool = True,
              trust_remote_code: bool = False) -> Estimate:
     """The per-precision table of a model named as the CLI names it."""
@@ -128,7 +181,8 @@ def estimate(name: str, dtypes=DEFAULT_DTYPES, model_class: str = "auto", allow_
 
 
 def estimate_model(model: Model, dtypes=DEFAULT_DTYPES) -> Estimate:
-    return Estimate(model.name, model.source, model.summary, rows_for(model.summary, dtypes), shipped_weights(model))
+    return Estimate(model.name, model.source, model.summary, rows_for(model.summary, dtypes, model.spec),
+                    shipped_weights(model))
 
 
 def shipped_weights(model: Model) -> Shipped | None:

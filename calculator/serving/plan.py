@@ -30,6 +30,7 @@ from calculator.serving.vllm import (VLLM_CURRENT, VLLM_UTILIZATIONS, cuda_graph
                                      non_torch_bytes, profile_peak)
 from calculator.serving.sglang import SGLANG_START_BYTES, pool_cell_bytes, sglang_fraction
 from calculator.serving.versions import check_version
+from calculator.serving.weights import format_weights_per_gpu, serving_precision
 
 MAX_OFFLOAD_GIB = 4096
 MAX_KV_BYTES = 2**50
@@ -106,6 +107,7 @@ class Deployment:
     enforce_eager: bool = False
     expert_parallel: bool = False
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the pool, set by hand
+    dtype_source: str = "given"  # "as_shipped": none asked, the checkpoint's format (weights.py)
 
     @property
     def fits(self) -> bool:
@@ -138,7 +140,7 @@ class Deployment:
             "memory_verdict": r.memory_verdict, "verdict": self.verdict, "fits": self.fits, "reason": self.reason,
             "layouts": [lay.to_json() for lay in self.layouts], "cuda_graph_bytes": r.cuda_graph_bytes,
             "enforce_eager": self.enforce_eager, "expert_parallel": self.expert_parallel,
-            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
+            "kv_cache_memory_bytes": self.kv_cache_memory_bytes, "dtype_source": self.dtype_source,
             "best_layout": best.to_json() if best else None,
         }
 
@@ -152,17 +154,23 @@ class VllmOptions:
     enforce_eager: bool = False
     kv_cache_memory_bytes: int | None = None
     expert_parallel: bool = False
+    weights_format: str | None = None  # mxfp4, nvfp4, fp8-block128: priced by weights.py
 
 
 def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: int, context: int,
              utilization: float, batched: int, seqs: int, offload_bytes: int, shared_prefix: int,
              options: VllmOptions = VllmOptions(), replicas: int = 1) -> Replica:
     spec = model.spec
-    weights = weights_per_gpu(model.summary, spec, model.config, dtype, tensor)
+    fmt = options.weights_format
+    weights = weights_per_gpu(model.summary, spec, model.config, "bfloat16" if fmt else dtype, tensor)
+    if fmt:
+        weights = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, weights)
     if options.expert_parallel and replicas > 1:
         # --enable-expert-parallel: the experts spread over every GPU (tensor x data parallel),
         # attention and the rest stay split by tensor parallelism within each replica
-        experts = experts_bytes_per_gpu(model.summary, spec, dtype, tensor)
+        experts = experts_bytes_per_gpu(model.summary, spec, "bfloat16" if fmt else dtype, tensor)
+        if fmt:
+            experts = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, experts, experts_only=True)
         weights -= experts - math.ceil(experts / replicas)
     offload = min(weights, offload_bytes)
     weights -= offload
@@ -208,7 +216,7 @@ def sglang_cell_bytes(spec, tensor: int, kv_bytes: int, version: str) -> float:
 
 
 def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, tensor: int | None = None,
-          dtype: str = "bfloat16", kv_dtype: str | None = "auto", context: int | None = None, users: int = 1,
+          dtype: str | None = "bfloat16", kv_dtype: str | None = "auto", context: int | None = None, users: int = 1,
           utilization: float | None = None, max_num_batched_tokens: int | None = None,
           max_num_seqs: int | None = None, cpu_offload_gib: float = 0.0, shared_prefix: int = 0,
           layouts: bool = True, usage: str = "server", engine_version: str | None = None,
@@ -217,14 +225,15 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     """`users` sequences of `context` tokens (prompt and answer together: vLLM's
     --max-model-len, by default the model's positions) served by `engine` on `gpus` cards of
     one kind, `tensor` of them per copy of the model (the others are replicas). Scheduler limits
-    left to None are vLLM's defaults for the card and the usage context (default_limits)."""
+    left to None are vLLM's defaults for the card and the usage context (default_limits). dtype
+    None: the checkpoint's own format when the engine runs it on the card, else bfloat16."""
     engine = check_engine(engine)
-    dtype = serving_weights(dtype)
     spec = model.spec
     if spec is None or not spec.has_kv_cache or spec.kind != "decoder":
         raise CalculatorError(not_served_code(spec), model_type=getattr(spec, "model_type", "") or model.name[:40])
     if has_linear_layers(spec, model.config):
         raise CalculatorError("serve_linear_attention", model_type=spec.model_type[:40])
+    dtype, weights_format, dtype_source = serving_precision(model, card, engine, dtype)
     if tensor is None:
         tensor = gpus or 1
     gpus = tensor if gpus is None else limits.check("gpus", gpus)
@@ -245,7 +254,8 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     engine_version = check_version(engine, engine_version)
     if kv_cache_memory_bytes is not None:
         kv_cache_memory_bytes = check_count("--kv-cache-memory-bytes", kv_cache_memory_bytes, MAX_KV_BYTES)
-    options = VllmOptions(engine_version, bool(enforce_eager), kv_cache_memory_bytes, bool(expert_parallel))
+    options = VllmOptions(engine_version, bool(enforce_eager), kv_cache_memory_bytes, bool(expert_parallel),
+                          weights_format)
     if utilization is None:
         utilization = (VLLM_UTILIZATIONS[engine_version] if engine == "vllm"
                        else sglang_fraction(card.memory_bytes, tensor, engine_version, bool(spec.mla_expanded_dim),
@@ -272,10 +282,10 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
                                   one.sequences, needed, needed * t if needed else None))
     kv_name = "auto" if kv_dtype in (None, "", "auto") else {4: "float32", 2: "float16", 1: "float8"}[kv_bytes]
     return Deployment(engine, engine_version, card.key, gpus, tensor,
-                      replicas, dtype, kv_name, context, users, utilization, batched, seqs, card.total_bytes,
+                      replicas, weights_format or dtype, kv_name, context, users, utilization, batched, seqs, card.total_bytes,
                       kv_bytes_per_token(spec, {4: "float32", 2: "bfloat16", 1: "float8"}[kv_bytes]), chosen,
                       total_sequences, verdict, reason, tuple(layout_rows), options.enforce_eager,
-                      options.expert_parallel, options.kv_cache_memory_bytes)
+                      options.expert_parallel, options.kv_cache_memory_bytes, dtype_source)
 
 
 def _verdict(replica: Replica, card: Gpu, sequences: int, users: int, context: int) -> tuple[str, str | None]:

@@ -7,11 +7,14 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator.serving.engines import ENGINES, KV_DTYPES, WEIGHT_DTYPES
+from calculator.serving.weights import SERVED_FORMATS
 from guide.format import format_count
 from guide.widgets import Context
 
 KV_CHOICES = tuple(k for k in KV_DTYPES if k != "float32")
-WEIGHT_CHOICES = WEIGHT_DTYPES  # what a calculator of the chapter may set for itself (the case may hold a format)
+# what a calculator of the chapter may set for itself: the plain dtypes and the formats priced
+# in vLLM's own layout (mxfp4, nvfp4, fp8-block128); the case may hold any format
+WEIGHT_CHOICES = (*WEIGHT_DTYPES, *SERVED_FORMATS)
 
 
 def kv_picker(ctx: Context, key: str, container=st) -> str:
@@ -66,3 +69,14 @@ def case_count(ctx: Context, label_key: str, key: str, current: int, low: int = 
                                    bind="query-params", placeholder=f"{ctx.t('case.same_as_page')} {format_count(current, ctx.lang)}",
                                    help=ctx.t(help_key) if help_key else None)
     return int(value) if value is not None else current
+
+
+def shipped_note(ctx: Context, model, card, engine: str, dtype: str) -> None:
+    """Say so when the checkpoint ships in a format the engine loads as it is (gpt-oss's MXFP4
+    experts in vLLM) and this calculator prices another precision: `serve` without --dtype
+    prices the shipped format (calculator.serving.weights.default_weights)."""
+    from calculator.serving.weights import default_weights
+
+    shipped, why = default_weights(model, card, engine)
+    if why == "as_shipped" and shipped != dtype:
+        st.info(ctx.t("serving.as_shipped", fmt=shipped, dtype=dtype), icon=":material/info:")

@@ -14,7 +14,8 @@ from calculator.core.errors import CalculatorError
 from calculator.memory.estimate import fit_verdict, load_readings, rows_for, weight_rounding
 from calculator.core.gpus import gpus
 from calculator.models.seam import Model, catalog_model, resolve, resolve_upload
-from calculator.core.precision import DEFAULT_DTYPES, DTYPES
+from calculator.core.precision import DEFAULT_DTYPES
+from guide.case import dtype_choices
 from guide.charts import GIB, base_layout, capacity_line
 from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, share_note, show_error
@@ -22,15 +23,16 @@ from guide.widgets import gpu_name
 from guide.inputs.common import case_inputs, counted_model, source_label
 from guide.inputs.estimate_table import estimate_answer, parameters_line, records, table, to_csv, to_markdown
 
-OTHER_GPUS = ("a100-80gb",)  # compared with the case's GPU unless the reader picks others
+OTHER_GPUS = ("a100-80gb",)
+PRECISIONS = dtype_choices()  # the storage dtypes, then every quantization format (mxfp4, nvfp4, Q4_K...)  # compared with the case's GPU unless the reader picks others
 
 
 def render(ctx: Context) -> None:
     inputs = case_inputs(ctx, {"model": "es_model"}, legacy={"model": "es_hub"}, headers=True)
     cards = gpus()
     c1, c2 = st.columns(2)
-    dtypes = c1.multiselect(ctx.t("estimator.dtypes"), list(DTYPES), default=list(DEFAULT_DTYPES), key="es_dtypes",
-                            bind="query-params", help=ctx.t("common.dtype_help"), wrap=True)
+    dtypes = c1.multiselect(ctx.t("estimator.dtypes"), PRECISIONS, default=list(DEFAULT_DTYPES), key="es_dtypes",
+                            bind="query-params", help=ctx.t("estimator.dtypes_help"), wrap=True)
     others = [k for k in OTHER_GPUS if k != inputs.card.key]
     picked = c2.multiselect(ctx.t("estimator.gpus"), list(cards), default=others, key="es_gpus",
                             format_func=gpu_name, bind="query-params", max_selections=6,
@@ -49,7 +51,7 @@ def render(ctx: Context) -> None:
             chosen = st.query_params.get_all("es_gpus")
             compared = [cards[k] for k in picked] if chosen else \
                 [inputs.card] + [cards[k] for k in picked if k != inputs.card.key]
-            shown = [d for d in DTYPES if d in dtypes]
+            shown = [d for d in PRECISIONS if d in dtypes]
             _results(ctx, counted, shown, compared, base)
             if counted.source in ("catalog", "hub"):  # a command line can name it (not an upload)
                 answer_with(ctx, estimate_answer(counted, shown, base))
@@ -89,12 +91,16 @@ def _results(ctx: Context, counted: Model, dtypes: list[str], cards: list, base:
         shape.append(shape_line(ctx, counted.spec))
     if shape:
         st.caption(" · ".join(shape))
-    rows = rows_for(summary, dtypes)
+    try:
+        rows = rows_for(summary, dtypes, counted.spec)
+    except CalculatorError as error:  # a format asked of a model counted without its shapes
+        show_error(ctx, error)
+        return
     headers, cells = table(ctx, rows)
     st.dataframe(records(headers, cells), hide_index=True, key="es_table")
     st.caption(ctx.t("estimate_table.note"))
     if cards:
-        _fit(ctx, rows, cards, summary)
+        _fit(ctx, rows, cards, summary, counted.spec)
     _exports(ctx, counted, rows, headers, cells)
 
 
@@ -135,13 +141,13 @@ def shape_line(ctx: Context, spec) -> str:
     return " · ".join(parts)
 
 
-def _fit(ctx: Context, rows, cards, summary) -> None:
+def _fit(ctx: Context, rows, cards, summary, spec) -> None:
     """Does each precision load on each GPU (the memory a process gets, with the headroom):
     a table with the three readings of the loaded weights, and a chart of the totals."""
     lang = ctx.lang
     fits, loaded = [], []
     for row in rows:
-        readings = load_readings(summary, row.dtype)
+        readings = load_readings(summary, row.dtype, spec=spec)
         loaded.append({ctx.t("estimate_table.col_dtype"): row.dtype,
                        ctx.t("readings.allocated"): format_bytes(readings.allocated_bytes, lang),
                        ctx.t("readings.reserved"): format_bytes(readings.reserved_bytes, lang),
@@ -149,7 +155,7 @@ def _fit(ctx: Context, rows, cards, summary) -> None:
         line = {ctx.t("estimate_table.col_dtype"): row.dtype}
         for card in cards:
             verdict = fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, Budget(card),
-                                  weight_rounding(summary, row.dtype))
+                                  weight_rounding(summary, row.dtype, spec))
             line[card.name] = ctx.t(f"estimator.fit_{verdict}")
         fits.append(line)
     st.dataframe(fits, hide_index=True, key="es_fits")

@@ -13,6 +13,7 @@ from calculator.serving.plan import serve
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
+from calculator.serving.weights import SERVED_FORMATS
 from guide.inputs.serving import WEIGHT_CHOICES, case_count, engine_picker, kv_picker, serving_case
 
 
@@ -72,6 +73,8 @@ def render(ctx: Context) -> None:
     st.code(command, language="bash", wrap_lines=True)
     if plan.dtype in ("int8", "int4"):
         st.caption(ctx.t("serving.quantized_checkpoint"))
+    elif plan.dtype in SERVED_FORMATS:  # mxfp4, nvfp4, fp8-block128: the checkpoint must ship so
+        st.caption(ctx.t("serving.format_checkpoint", fmt=plan.dtype))
 
 
 WIDGET = Widget(

@@ -13,7 +13,7 @@ from guide.charts import GIB, base_layout
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
-from guide.inputs.serving import WEIGHT_CHOICES, engine_picker, limit_input, serving_case, share_input
+from guide.inputs.serving import WEIGHT_CHOICES, engine_picker, limit_input, serving_case, share_input, shipped_note
 
 COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "graphs": "#bcbd22", "pool": "#9ecae1",
           "outside": "#dddddd"}
@@ -35,6 +35,7 @@ def render(ctx: Context) -> None:
     except CalculatorError as error:
         show_error(ctx, error)
         return
+    shipped_note(ctx, model, gpu, engine, plan.dtype)
     r = plan.replica
     reserve_key = "serving.part_reserve" if engine == "vllm" else "serving.part_reserve_sglang"
     parts = [("weights", "serving.part_weights", r.weights_bytes_per_gpu),

@@ -11,7 +11,9 @@ def register(commands, shared) -> None:
     p = add_command(commands, "estimate", shared, ("model", "trust", "units", "json"), run,
                     help="memory to load a model, per precision")
     p.add_argument("--dtypes", nargs="+", default=list(DEFAULT_DTYPES), metavar="D",
-                   help=f"precisions to show ({', '.join(DTYPES)}); default: {' '.join(DEFAULT_DTYPES)}")
+                   help=f"precisions to show: {', '.join(DTYPES)}, or a quantization format (mxfp4, nvfp4, "
+                        f"fp8-block128, torchao-int4, bnb-nf4, gptq-4bit, Q4_K...: see quantize); default: "
+                        f"{' '.join(DEFAULT_DTYPES)}")
     p.add_argument("--model-class", choices=("auto", "base"), default="auto",
                    help="auto: the checkpoint's own class (with its head); base: the bare AutoModel, as accelerate builds it")
     p.add_argument("--gpu", default=None, help="GPU key: adds the usable memory and whether each precision loads on it")
@@ -29,8 +31,8 @@ def run(args) -> int:
         print_json(estimate_json(model, args.dtypes, card))
         return 0
     result = estimate_model(model, args.dtypes)
-    readings = [load_readings(result.summary, row.dtype, budget) for row in result.rows]
-    verdicts = [fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, budget, weight_rounding(result.summary, row.dtype))
+    readings = [load_readings(result.summary, row.dtype, budget, model.spec) for row in result.rows]
+    verdicts = [fit_verdict(row.total_bytes, row.rule_of_thumb_bytes, budget, weight_rounding(result.summary, row.dtype, model.spec))
                 if budget else None for row in result.rows]
     s = result.summary
     size, units = sizer(args.units)

@@ -1,0 +1,191 @@
+"""Today's weight formats in a serving engine: what `mxfp4`, `nvfp4` and `fp8-block128` weights
+take on each GPU under vLLM, which cards run them, and the format a checkpoint is served in
+when none is asked for. The plain dtypes, fp8-tensor, GPTQ and AWQ keep engines.py's pricing.
+
+Read from vLLM's source (vllm/model_executor/layers/quantization/):
+- mxfp4.py (Mxfp4Config, minimum compute capability 8.0): linear layers load unquantized
+  ("MXFP4 linear layer is not implemented - falling back to UnquantizedLinearMethod"), so
+  attention, routers, embeddings and the head stay in bfloat16; only fused-MoE experts are
+  MXFP4: w13 [E, 2 I', H' / 2] and w2 [E, H', I' / 2] uint8, their E8M0 scales [E, 2 I', H' / 32]
+  and [E, H', I' / 32] uint8, and biases w13_bias [E, 2 I'] and w2_bias [E, H'] (bfloat16; the
+  Triton backend converts them to float32). I' is the intermediate size per tensor-parallel
+  rank and H the hidden size, each rounded up by the backend get_mxfp4_backend picks: Hopper
+  (9.0) the Triton kernels, I' to 64; data-centre Blackwell (10.x) FlashInfer, I' and H' to
+  256; every other card (Ampere, Ada, the RTX 50 and RTX PRO Blackwell at 12.0) Marlin, I' to
+  128 and H' to 256. The reordering for the kernels (swizzle, shuffle) keeps the size; not
+  priced: Marlin's own repacking, which we did not follow to the byte.
+- modelopt.py (ModelOptNvFp4Config, minimum compute capability 7.5): linear layers and experts
+  (not the excluded head, routers or embeddings) as weight [out, in / 2] uint8, weight_scale
+  [out, in / 16] float8 E4M3, and float32 weight_scale_2 and input_scale per tensor; Blackwell
+  runs them with CUTLASS FP4 kernels, older cards with the FP4 Marlin kernel (W4A16), the
+  weights staying 4-bit.
+- fp8.py (Fp8Config, minimum compute capability 8.0): block-wise float8 as DeepSeek-V3 ships
+  it, weight [out, in] float8 and weight_scale_inv [ceil(out / 128), ceil(in / 128)] float32
+  per rank; below 8.9 the Marlin kernel runs the float8 weights as they are (weight-only).
+SGLang is offered fp8-block128 only (DeepSeek-V3's layout, which every version modelled here
+ran); its own layouts of the 4-bit float formats were not read, so they are refused for it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from calculator.core.errors import CalculatorError
+from calculator.core.gpus import Gpu
+from calculator.core.precision import normalize_dtype
+from calculator.distributed.parallel import tensor_parallel
+from calculator.memory.quantization import fp8_bytes, is_format, is_router, nvfp4_bytes, quant_format, shipped_format
+from calculator.models.architecture import ArchSpec
+from calculator.models.summary import ModelSummary
+
+SERVED_FORMATS = ("mxfp4", "nvfp4", "fp8-block128")  # priced here; the other formats: engines.serving_weights
+MIN_CAPABILITY = {"mxfp4": (8, 0), "nvfp4": (7, 5), "fp8-block128": (8, 0)}  # get_min_capability
+SGLANG_FORMATS = ("fp8-block128",)
+# Compute capability of each NVIDIA architecture of the card list; Blackwell is 10.x in the
+# data centre (B200, B300, GB200) and 12.0 on RTX 50 and RTX PRO cards.
+CAPABILITY = {"pascal": (6, 0), "volta": (7, 0), "turing": (7, 5), "ampere": (8, 0), "ada": (8, 9),
+              "hopper": (9, 0), "blackwell": (12, 0)}
+MXFP4_PADDING = {"triton": (64, 1), "flashinfer": (256, 256), "marlin": (128, 256)}  # (I', H') multiples
+
+
+def capability(card: Gpu) -> tuple[int, int] | None:
+    """The card's compute capability, None for a card that is not NVIDIA's (AMD, Apple, typed)."""
+    if card.architecture == "blackwell" and card.group == "data-centre":
+        return (10, 0)
+    return CAPABILITY.get(card.architecture)
+
+
+def mxfp4_backend(card: Gpu) -> str:
+    """vLLM's MXFP4 MoE backend on this card with its default settings (get_mxfp4_backend)."""
+    cc = capability(card)
+    if cc == (9, 0):
+        return "triton"
+    if cc is not None and cc[0] == 10:
+        return "flashinfer"
+    return "marlin" if cc is not None else "triton"  # ROCm runs the Triton kernels
+
+
+def served_format(name: str | None) -> str | None:
+    """The format key when `name` is one of the formats priced here, else None."""
+    if not is_format(name):
+        return None
+    key = quant_format(name).key
+    return key if key in SERVED_FORMATS else None
+
+
+def check_served(model, card: Gpu, engine: str, fmt: str) -> None:
+    """Refuse, in one sentence, a format the engine cannot run on this card or this model."""
+    spec = model.spec
+    if engine != "vllm" and fmt not in SGLANG_FORMATS:
+        raise CalculatorError("serve_format_engine", name=fmt, engine=engine)
+    if fmt == "mxfp4" and not (spec is not None and spec.experts):
+        raise CalculatorError("serve_mxfp4_dense", model=model.name[:60])
+    need, have = MIN_CAPABILITY[fmt], capability(card)
+    if have is not None and have < need:
+        raise CalculatorError("serve_format_card", name=fmt, gpu=card.name, need=f"{need[0]}.{need[1]}",
+                              have=f"{have[0]}.{have[1]}")
+
+
+def serving_precision(model, card: Gpu, engine: str, dtype: str | None) -> tuple[str, str | None, str]:
+    """(the dtype the engine's other figures follow, the format priced here or None, why this
+    precision: "given", "as_shipped" or "default"). A format vLLM's layouts are not modelled
+    for (bitsandbytes, GGUF, torchao) is refused with the list of those that are."""
+    from calculator.serving.engines import WEIGHT_DTYPES, serving_weights
+
+    source = "given"
+    if dtype is None:
+        dtype, source = default_weights(model, card, engine)
+    fmt = served_format(dtype)
+    if fmt is None:
+        if is_format(dtype) and quant_format(dtype).key not in ("fp8-tensor", "gptq-4bit", "awq-4bit"):
+            raise CalculatorError("serve_format", name=quant_format(dtype).key,
+                                  choices=", ".join((*WEIGHT_DTYPES, *SERVED_FORMATS, "fp8-tensor", "gptq-4bit",
+                                                     "awq-4bit")))
+        return normalize_dtype(serving_weights(dtype)), None, source  # bf16 -> bfloat16
+    check_served(model, card, engine, fmt)
+    return ("float8" if fmt == "fp8-block128" else "bfloat16"), fmt, source
+
+
+def default_weights(model, card: Gpu, engine: str) -> tuple[str, str]:
+    """(precision, why) when none is asked for: the checkpoint's own format when the engine
+    runs it on this card (vLLM loads gpt-oss in MXFP4 whatever --dtype says), else bfloat16."""
+    shipped = served_format(shipped_format(model.config))
+    if shipped is None:
+        return "bfloat16", "default"
+    try:
+        check_served(model, card, engine, shipped)
+    except CalculatorError:
+        return "bfloat16", "default"
+    return shipped, "as_shipped"
+
+
+def format_weights_per_gpu(summary: ModelSummary, spec: ArchSpec, fmt: str, tensor: int, card: Gpu,
+                           bfloat16_bytes: int, experts_only: bool = False) -> int:
+    """One rank's weights with `fmt`'s matrices in their vLLM layout: `bfloat16_bytes` (the
+    rank's weights all in bfloat16, engines.weights_per_gpu or its experts' share) with each
+    quantized slice replaced by its stored bytes."""
+    total = float(bfloat16_bytes)
+    base = tensor_parallel(summary, spec, "bfloat16", tensor)
+    linears = [m for m in summary.linears if m.kind != "tied-head"]
+    for matrix, split in zip(linears, base.matrices):
+        if experts_only and matrix.kind != "experts":
+            continue
+        if matrix.kind == "head" or is_router(matrix, spec) or (fmt == "mxfp4" and matrix.kind != "experts"):
+            continue
+        params = split.bytes_per_gpu / 2
+        in_p, out_p = _slice(matrix, split.split, params)
+        if fmt == "mxfp4":
+            stored = _mxfp4_expert_bytes(matrix, spec, tensor, card)
+        elif fmt == "nvfp4":
+            stored = matrix.count * (nvfp4_bytes(in_p, out_p) + 4)  # + the input scale
+        else:
+            stored = matrix.count * fp8_bytes(in_p, out_p, 128)
+        total += stored - split.bytes_per_gpu
+    if fmt == "mxfp4" and not experts_only:  # vLLM's expert biases (priced above) replace the model's own
+        total -= 2 * _expert_bias_params(summary, spec)
+    return math.ceil(total)
+
+
+def _expert_bias_params(summary: ModelSummary, spec: ArchSpec) -> int:
+    """One bias per output row of each expert (2 I for gate and up, H for down), when the model
+    has them (gpt-oss): the bfloat16 weights count them whole on every rank."""
+    intermediate = spec.expert_intermediate or spec.intermediate
+    rows = sum(m.count * (2 * intermediate if _is_gate_up(m, intermediate) else spec.hidden)
+               for m in summary.linears if m.kind == "experts")
+    return rows if summary.groups.get("bias", 0) >= rows else 0
+
+
+def _is_gate_up(matrix, intermediate: int) -> bool:
+    return 2 * intermediate in (matrix.in_features, matrix.out_features) or "gate_up" in matrix.name
+
+
+def _slice(matrix, how: str, params: float) -> tuple[int, int]:
+    """(inputs, outputs) of one rank's slice: a column split keeps the inputs, a row split
+    the outputs (key/value heads replicated past their count are in `params`)."""
+    if how == "columns":
+        return matrix.in_features, math.ceil(params / (matrix.in_features * matrix.count))
+    if how == "rows":
+        return math.ceil(params / (matrix.out_features * matrix.count)), matrix.out_features
+    return matrix.in_features, matrix.out_features
+
+
+def _mxfp4_expert_bytes(matrix, spec: ArchSpec, tensor: int, card: Gpu) -> float:
+    """The experts of one fused tensor on one rank, padded as the backend pads them: packed
+    E2M1 pairs, one E8M0 byte per 32 inputs, and the bias vLLM registers per output row
+    (bfloat16; float32 on the Triton backend). w13 (gate and up) is [2 I', H'], w2 (down)
+    [H', I'], with I' the expert intermediate size per rank: taken from the config, since a
+    checkpoint may store the fused tensor either way round (gpt-oss: [E, H, 2 I])."""
+    hidden = spec.hidden
+    intermediate = spec.expert_intermediate or spec.intermediate
+    pad_i, pad_h = MXFP4_PADDING[mxfp4_backend(card)]
+    bias = 4 if mxfp4_backend(card) == "triton" else 2
+    per_rank = _round_up(math.ceil(intermediate / tensor), pad_i)
+    if _is_gate_up(matrix, intermediate):
+        rows, cols = 2 * per_rank, _round_up(hidden, pad_h)
+    else:
+        rows, cols = _round_up(hidden, pad_h), per_rank
+    return matrix.count * (rows * cols / 2 + rows * math.ceil(cols / 32) + rows * bias)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
