@@ -104,6 +104,70 @@ def comparisons() -> list[Comparison]:
     return [compare(row) for row in compared_rows()]
 
 
+@dataclass(frozen=True)
+class PoolCheck:
+    """The cache layout alone, with the memory the engine logged as available: the blocks that
+    memory buys (the printed GiB are rounded to 0.01, so a range), the tokens and the maximum
+    concurrency vLLM prints for the blocks it logged. It checks the groups of layers, their page
+    and what a sliding or chunked layer holds, whatever the weights and the reserve."""
+
+    id: str
+    model: str
+    groups: int
+    block_bytes: int
+    blocks_range: tuple[int, int]
+    logged_blocks: int
+    logged_tokens: int
+    predicted_tokens: int
+    logged_concurrency: float
+    predicted_concurrency: float
+
+    @property
+    def within_rounding(self) -> bool:
+        low, high = self.blocks_range
+        return (low <= self.logged_blocks <= high and self.predicted_tokens == self.logged_tokens
+                and round(self.predicted_concurrency, 2) == self.logged_concurrency)
+
+
+def pool_rows() -> list[dict]:
+    """vLLM 0.19 rows with a model and the blocks and available memory they logged."""
+    return [row for row in rows() if row["config"] and row["engine_version"] == "0.19.0"
+            and (row["serve"] or row.get("pool")) and "gpu_blocks" in row["logged"]]
+
+
+def pool_check(row: dict) -> PoolCheck:
+    from calculator.core.gpus import gpu
+    from calculator.serving.engines import concurrency, kv_element_bytes, kv_groups, pool_blocks, pool_tokens
+    from calculator.serving.vllm import default_limits
+
+    args, logged = row["serve"] or row["pool"], row["logged"]
+    groups = kv_groups(model_of(row["config"]).spec, args["tensor"], kv_element_bytes(args["dtype"], args["kv_dtype"]))
+    card = gpu(args["gpu"])
+    batched, _ = default_limits(card.total_bytes, card.key)
+    low, high = (pool_blocks(groups, int((logged["available_kv_gib"] + d) * GIB)) for d in (-0.005, 0.005))
+    blocks = logged["gpu_blocks"]
+    return PoolCheck(row["id"], row["model"], len(groups), groups[0].page_bytes * groups[0].layers, (low, high), blocks,
+                     logged["kv_tokens"], pool_tokens(groups, blocks), logged["max_concurrency"],
+                     concurrency(blocks, groups, logged["concurrency_context"], batched))
+
+
+def pool_checks() -> list[PoolCheck]:
+    return [pool_check(row) for row in pool_rows()]
+
+
+def pool_table(results: list[PoolCheck]) -> str:
+    lines = ["| run | model | groups | bytes a block | blocks for the logged GiB | logged blocks | "
+             "KV tokens (logged / from the blocks) | concurrency (logged / predicted) | within rounding |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for c in results:
+        low, high = c.blocks_range
+        lines.append(f"| {c.id} | {c.model} | {c.groups} | {c.block_bytes:,} | {low:,} - {high:,} | "
+                     f"{c.logged_blocks:,} | {c.logged_tokens:,} / {c.predicted_tokens:,} | "
+                     f"{c.logged_concurrency:.2f} / {c.predicted_concurrency:.2f} | "
+                     f"{'yes' if c.within_rounding else 'NO'} |")
+    return "\n".join(lines)
+
+
 def _gib(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -141,6 +205,11 @@ def main() -> None:
     for row in skipped_rows():
         print(f"- {row['id']} ({row['model']}): {row['skip']}")
     print()
+    pools = pool_checks()
+    inside = sum(c.within_rounding for c in pools)
+    print(f"## vLLM 0.19's cache layout from the logged available memory: {inside} of {len(pools)} "
+          "within the rounding of the printed GiB\n")
+    print(pool_table(pools) + "\n")
     from bench import serving_current
 
     serving_current.main()

@@ -53,6 +53,7 @@ class CacheLayer:
     conv_channels: int = 0  # linear: channels of the short convolution (queries, keys, values)
     conv_kernel: int = 0  # linear: its width in tokens
     state_values: int = 0  # linear: numbers of the recurrent state, per sequence
+    chunked: bool = False  # sliding: the window is an attention chunk (Llama 4), which vLLM sizes apart
 
     @property
     def k_values(self) -> int:
@@ -76,7 +77,7 @@ def layer_of(spec: ArchSpec, group) -> CacheLayer:
     if spec.mla_expanded_dim:  # architecture.py stores MLA as one head of (latent, rotary part)
         return CacheLayer("mla", group.kv_heads, group.k_dim + group.v_dim, 0, None)
     kind = "sliding" if group.window is not None else "full"
-    return CacheLayer(kind, group.kv_heads, group.k_dim, group.v_dim, group.window)
+    return CacheLayer(kind, group.kv_heads, group.k_dim, group.v_dim, group.window, chunked=group.chunked)
 
 
 LINEAR_LAYER_TYPES = frozenset({"linear_attention"})

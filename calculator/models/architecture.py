@@ -19,6 +19,9 @@ class AttentionGroup:
     v_dim: int
     window: int | None = None  # sliding window: tokens a layer attends to; None = all
     cross: bool = False  # cross-attention over the encoder's output (encoder-decoder)
+    # the window is an attention chunk (Llama 4): transformers caches it like a sliding window,
+    # vLLM sizes it by its own rule (serving/engines.py KvGroup)
+    chunked: bool = False
 
     def cache_tokens(self, tokens: int, encoder_tokens: int) -> int:
         """Tokens each layer of the group keeps. transformers' sliding-window cache keeps the
@@ -78,7 +81,9 @@ class ArchSpec:
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data["attention"] = [asdict(group) for group in self.attention]
+        # `chunked` is stored only where set, so the catalog's stored specs of other models keep their shape
+        data["attention"] = [{k: v for k, v in asdict(group).items() if k != "chunked" or v}
+                             for group in self.attention]
         return data
 
     @classmethod
@@ -202,19 +207,19 @@ def _attention_groups(config, kind: str, layers: int, kv_heads: int, head_dim: i
         # Multi-head latent attention: one compressed latent per token, shared by every head,
         # plus the small rotary key part. transformers caches these two, not per-head K and V.
         kv_heads, k_dim, v_dim = 1, _int(config, "kv_lora_rank"), _int(config, "qk_rope_head_dim")
-    windows = _layer_windows(config, layers)
-    counts: dict[int | None, int] = {}
-    for window in windows:
-        counts[window] = counts.get(window, 0) + 1
-    groups = [AttentionGroup(n, kv_heads, k_dim, v_dim, window) for window, n in counts.items()]
+    counts: dict[tuple[int | None, bool], int] = {}
+    for window_and_kind in _layer_windows(config, layers):
+        counts[window_and_kind] = counts.get(window_and_kind, 0) + 1
+    groups = [AttentionGroup(n, kv_heads, k_dim, v_dim, window, chunked=chunked)
+              for (window, chunked), n in counts.items()]
     if kind == "encoder-decoder":
         groups.append(AttentionGroup(layers, kv_heads, k_dim, v_dim, None, cross=True))
     return tuple(groups)
 
 
-def _layer_windows(config, layers: int) -> list[int | None]:
-    """Each layer's sliding window (None: full attention), from layer_types when the config
-    names them (Gemma 2 and 3, gpt-oss, Qwen 2 with max_window_layers...), else from
+def _layer_windows(config, layers: int) -> list[tuple[int | None, bool]]:
+    """Each layer's sliding window (None: full attention) and whether that window is an
+    attention chunk, from layer_types when the config names them (Gemma 2 and 3, gpt-oss, Qwen 2 with max_window_layers...), else from
     sliding_window. A chunked-attention layer (Llama 4) attends within its chunk of
     attention_chunk_size tokens; transformers caches it as a sliding window of that size
     (cache_utils.get_layer_types_and_kwargs), so it keeps at most chunk - 1 tokens too."""
@@ -222,11 +227,11 @@ def _layer_windows(config, layers: int) -> list[int | None]:
     chunk = _positive_or_none(getattr(config, "attention_chunk_size", None))
     layer_types = getattr(config, "layer_types", None)
     if isinstance(layer_types, (list, tuple)) and len(layer_types) == layers:
-        return [window if "sliding" in str(kind) else chunk if "chunked" in str(kind) else None
-                for kind in layer_types]
+        return [(window, False) if "sliding" in str(kind) else (chunk, chunk is not None) if "chunked" in str(kind)
+                else (None, False) for kind in layer_types]
     if window is not None and getattr(config, "use_sliding_window", True) is not False:
-        return [window] * layers
-    return [None] * layers
+        return [(window, False)] * layers
+    return [(None, False)] * layers
 
 
 def _positive_or_none(value) -> int | None:

@@ -96,11 +96,16 @@ class KvGroup:
     layers: int
     page_bytes: int
     window: int | None = None
+    chunked: bool = False  # a sliding group whose window is an attention chunk (Llama 4)
 
     def blocks_per_sequence(self, context: int, batched_tokens: int) -> int:
         """Blocks one sequence of `context` tokens takes in this group (max_memory_usage_bytes
         of the layer's spec): a sliding-window layer keeps window - 1 + a prefill chunk, plus
-        one block for a window that straddles two."""
+        one block for a window that straddles two; a chunked layer keeps its chunk + a prefill
+        chunk and no extra block, since chunks start on block boundaries
+        (v1/kv_cache_interface.py ChunkedLocalAttentionSpec, SlidingWindowSpec)."""
+        if self.chunked:
+            return math.ceil(min(self.window + batched_tokens, context) / BLOCK_TOKENS)
         if self.kind == "sliding":
             kept = min(self.window - 1 + batched_tokens, context)
             return math.ceil(kept / BLOCK_TOKENS) + 1
@@ -127,18 +132,19 @@ def kv_groups(spec: ArchSpec, tensor: int = 1, kv_bytes: int = 2) -> tuple[KvGro
         raise CalculatorError(not_served_code(spec), model_type=spec.model_type or spec.kind)
     from calculator.memory.kv_layers import cache_layers
 
-    kinds: dict[tuple[str, int | None], tuple[int, int]] = {}
+    kinds: dict[tuple[str, int | None, bool], tuple[int, int]] = {}
     for layer in cache_layers(spec):  # the one description of what each layer caches
         page = BLOCK_TOKENS * layer.heads_per_gpu(tensor) * (layer.k_dim + layer.v_dim) * kv_bytes
-        layers, _ = kinds.get((layer.kind, layer.window), (0, page))
-        kinds[(layer.kind, layer.window)] = (layers + 1, page)
+        key = (layer.kind, layer.window, layer.chunked)
+        layers, _ = kinds.get(key, (0, page))
+        kinds[key] = (layers + 1, page)
     if len(kinds) == 1:
-        (kind, window), (layers, page) = next(iter(kinds.items()))
-        return (KvGroup(kind, layers, page, window),)
+        (kind, window, chunked), (layers, page) = next(iter(kinds.items()))
+        return (KvGroup(kind, layers, page, window, chunked),)
     size = min(layers for layers, _ in kinds.values())
     out = []
-    for (kind, window), (layers, page) in kinds.items():
-        out += [KvGroup(kind, size, page, window)] * math.ceil(layers / size)
+    for (kind, window, chunked), (layers, page) in kinds.items():
+        out += [KvGroup(kind, size, page, window, chunked)] * math.ceil(layers / size)
     return tuple(out)
 
 
@@ -163,6 +169,19 @@ def max_sequences(blocks: int, groups: tuple[KvGroup, ...], context: int, batche
     if usable < need:
         return 0
     return 1 + (usable - need) // max(need - shared, 1)
+
+
+def pool_blocks(groups: tuple[KvGroup, ...], available_bytes: int) -> int:
+    """Blocks of vLLM's pool: each block holds one page for every layer slot of a group (the
+    groups share the blocks' tensors), so a block costs page x group size
+    (v1/core/kv_cache_utils.py get_num_blocks: available // page_size // num_layers)."""
+    return max(available_bytes, 0) // (groups[0].page_bytes * groups[0].layers)
+
+
+def pool_tokens(groups: tuple[KvGroup, ...], blocks: int) -> int:
+    """vLLM's "GPU KV cache size: N tokens" line: the blocks one group gets, in tokens
+    (num_blocks // len(kv_cache_groups) x block_size)."""
+    return blocks // len(groups) * BLOCK_TOKENS
 
 
 def concurrency(blocks: int, groups: tuple[KvGroup, ...], context: int, batched_tokens: int) -> float:

@@ -25,7 +25,7 @@ from calculator.core import limits
 from calculator.serving.engines import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, check_count,
                                         check_engine, check_fraction, concurrency, experts_bytes_per_gpu,
                                         kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
-                                        max_sequences, sequence_blocks, serving_weights, weights_per_gpu)
+                                        max_sequences, pool_blocks, pool_tokens, sequence_blocks, serving_weights, weights_per_gpu)
 from calculator.serving.vllm import (VLLM_CURRENT, VLLM_UTILIZATIONS, cuda_graph_bytes, default_limits,
                                      non_torch_bytes, profile_peak)
 from calculator.serving.sglang import SGLANG_START_BYTES, pool_cell_bytes, sglang_fraction
@@ -197,10 +197,10 @@ def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: i
         requested = math.ceil(card.total_bytes * utilization)
         available = requested - weights - profile.peak_bytes - other - graphs
     groups = kv_groups(spec, tensor, kv_bytes)
-    per_block = groups[0].page_bytes * groups[0].layers
-    blocks = max(available, 0) // per_block
-    return Replica(tensor, requested, weights, offload, profile.peak_bytes, other, available, blocks * per_block,
-                   per_token, blocks, len(groups), blocks // len(groups) * BLOCK_TOKENS,
+    blocks = pool_blocks(groups, available)
+    return Replica(tensor, requested, weights, offload, profile.peak_bytes, other, available,
+                   blocks * groups[0].page_bytes * groups[0].layers, per_token, blocks, len(groups),
+                   pool_tokens(groups, blocks),
                    sequence_blocks(groups, context, batched), concurrency(blocks, groups, context, batched),
                    max_sequences(blocks, groups, context, batched, shared_prefix), profile.moment,
                    budget.verdict_for(requested), graphs)

@@ -1,0 +1,107 @@
+"""The 2025-26 families inside vLLM 0.19, against its published startup logs (llm-d-planner
+archive, bench/data/serving_logs.json): each row's model maps to the catalog entry of the same
+Hub id, and the cache layout of the sliding-window (Gemma 3, gpt-oss) and chunked-attention
+(Llama 4) models is worked out by hand from vLLM's source (v1/kv_cache_interface.py
+SlidingWindowSpec and ChunkedLocalAttentionSpec max_memory_usage_bytes; v1/core/kv_cache_utils.py:
+groups of as many layers as the rarest kind has, num_blocks = available // (page x group size),
+"GPU KV cache size" = num_blocks // groups x 16) and checked against the figures each log printed."""
+
+from __future__ import annotations
+
+import math
+
+from calculator.models import catalog
+from calculator.models.seam import catalog_model
+from calculator.serving.engines import (GIB, concurrency, kv_groups, pool_blocks, pool_tokens,
+                                        sequence_blocks)
+
+NEW_ROWS = {"vllm-0.19.0-h100-10": "gemma-3-27b", "vllm-0.19.0-h100-31": "llama-4-scout",
+            "vllm-0.19.0-h100-33": "phi-4", "vllm-0.19.0-h100-40": "gpt-oss-20b",
+            "vllm-0.19.0-h100-53": "qwen3-8b"}
+BATCHED = 8192  # vLLM's default max_num_batched_tokens for `vllm serve` on an H100 (the logs set none)
+
+
+def _row(row_id: str) -> dict:
+    from bench.serving import rows
+
+    return next(row for row in rows() if row["id"] == row_id)
+
+
+def test_rows_map_to_the_catalog_entry_of_their_hub_id():
+    """The log names its model ('non-default args: {'model': ...}'); the row uses the catalog
+    entry with that exact Hub id, on the card the log reports (an H100 80GB, 79.19 GiB)."""
+    from bench.serving import compared_rows
+
+    compared = {row["id"] for row in compared_rows()}
+    for row_id, key in NEW_ROWS.items():
+        row = _row(row_id)
+        assert row["config"] == key and catalog.find(key).id == row["model"]
+        assert f"'model': '{row['model']}'" in row["quote"][0] and "H100 80GB" in row["gpu"]
+        assert (row_id in compared) == (key != "gpt-oss-20b")
+    # gpt-oss-20b ships MXFP4 experts, which serve has no layout for: not compared on tokens
+    gpt_oss = _row("vllm-0.19.0-h100-40")
+    assert gpt_oss["flags"]["quantization"] == "mxfp4" and "MXFP4" in gpt_oss["skip"]
+
+
+def test_gemma_3_27b_five_sliding_layers_per_global_one():
+    """62 layers: 52 with a 1,024-token window, 10 global; 16 key/value heads of 128, TP1, bfloat16.
+    Page: 16 tokens x 16 heads x (128 + 128) x 2 bytes = 131,072 bytes. Groups of 10 layers (the
+    global ones): ceil(52 / 10) = 6 sliding groups + 1 full = 7. A block: 10 pages."""
+    groups = kv_groups(catalog_model("gemma-3-27b").spec, 1, 2)
+    assert [(g.kind, g.layers, g.page_bytes, g.window) for g in groups] == \
+        [("sliding", 10, 131_072, 1024)] * 6 + [("full", 10, 131_072, None)]
+    # the log: 19.53 GiB available, 15,997 blocks, 36,560 tokens, 4.46x for 8,192 tokens
+    assert pool_blocks(groups, int(19.525 * GIB)) <= 15_997 <= pool_blocks(groups, int(19.535 * GIB))
+    assert pool_tokens(groups, 15_997) == 15_997 // 7 * 16 == 36_560
+    # a sliding layer keeps window - 1 + a prefill chunk (capped by the context) and one block more
+    # for a window across two blocks: ceil(min(1023 + 8192, 8192) / 16) + 1 = 513; a full one 512
+    assert sequence_blocks(groups, 8192, BATCHED) == 6 * 513 + 512 == 3590
+    assert round(concurrency(15_997, groups, 8192, BATCHED), 2) == 4.46
+
+
+def test_gpt_oss_20b_alternating_128_token_windows():
+    """24 layers: 12 with a 128-token window, 12 full; 8 key/value heads of 64, TP2 (4 per GPU).
+    Page: 16 x 4 x (64 + 64) x 2 = 16,384 bytes; 2 groups of 12; a block 12 pages = 196,608 bytes.
+    The sinks are per-head parameters, not cached per token: nothing in the page."""
+    groups = kv_groups(catalog_model("gpt-oss-20b").spec, 2, 2)
+    assert [(g.kind, g.layers, g.page_bytes, g.window) for g in groups] == \
+        [("sliding", 12, 16_384, 128), ("full", 12, 16_384, None)]
+    # the log: 59.32 GiB available, 323,972 blocks, 2,591,776 tokens, 316.07x
+    assert pool_blocks(groups, int(59.315 * GIB)) <= 323_972 <= pool_blocks(groups, int(59.325 * GIB))
+    assert pool_tokens(groups, 323_972) == 323_972 // 2 * 16 == 2_591_776
+    # with 8,192 tokens a step, a 128-token window still holds a whole 8,192 context at start-up:
+    # ceil(min(127 + 8192, 8192) / 16) + 1 = 513 blocks, as many as the full layer's 512 + 1
+    assert sequence_blocks(groups, 8192, BATCHED) == 513 + 512
+    assert round(323_972 / 1025, 2) == round(concurrency(323_972, groups, 8192, BATCHED), 2) == 316.07
+
+
+def test_llama_4_scout_chunked_layers_have_no_straddle_block():
+    """48 layers: 36 attend within chunks of 8,192 tokens, 12 to everything; 8 key/value heads of
+    128, TP4 (2 per GPU). Page: 16 x 2 x 256 x 2 = 16,384; groups of 12: 3 chunked + 1 full.
+    vLLM's ChunkedLocalAttentionSpec holds min(chunk + a prefill chunk, context) tokens, without
+    the sliding window's extra block (chunks start on block boundaries): 512 blocks, not 513.
+    The log prints 44.68x = 91,495 / 2,048; with the extra block it would be 91,495 / 2,051 = 44.61."""
+    spec = catalog_model("llama-4-scout").spec
+    assert [(g.layers, g.window, g.chunked) for g in spec.attention] == [(36, 8192, True), (12, None, False)]
+    groups = kv_groups(spec, 4, 2)
+    assert [(g.kind, g.layers, g.page_bytes, g.chunked) for g in groups] == \
+        [("sliding", 12, 16_384, True)] * 3 + [("full", 12, 16_384, False)]
+    assert pool_blocks(groups, int(16.745 * GIB)) <= 91_495 <= pool_blocks(groups, int(16.755 * GIB))
+    assert pool_tokens(groups, 91_495) == 91_495 // 4 * 16 == 365_968
+    assert sequence_blocks(groups, 8192, BATCHED) == 3 * math.ceil(min(8192 + 8192, 8192) / 16) + 512 == 2048
+    assert round(concurrency(91_495, groups, 8192, BATCHED), 2) == 44.68
+    # a shorter context: the chunk is capped by it too (1,024 tokens: 64 blocks in every group)
+    assert sequence_blocks(groups, 1024, BATCHED) == 4 * 64
+    # Gemma 3's windows stay sliding windows, with their extra block
+    assert not any(g.chunked for g in catalog_model("gemma-3-27b").spec.attention)
+
+
+def test_every_logged_pool_matches_the_layout():
+    """For every vLLM 0.19 start with a model, the blocks the logged available memory buys (within
+    the 0.01 GiB rounding of the print), the printed tokens and the printed concurrency follow
+    from the engine's layout: dense, GQA, MLA, sliding, chunked, fp8 caches, TP1 to TP4."""
+    from bench.serving import pool_checks
+
+    results = pool_checks()
+    assert len(results) >= 39 and set(NEW_ROWS) <= {c.id for c in results}
+    assert [c.id for c in results if not c.within_rounding] == []
