@@ -100,3 +100,16 @@ def test_gpt_oss_20b_at_131k_tokens_by_path():
     scores = 3 * 64 * 131_072 ** 2 * 2  # exactly 6 TiB: the chapter's "about 6 TiB"
     assert scores == 6 * 2**40 and scores < eager.activation_peak_bytes < 1.05 * scores
     assert fused.activation_peak_bytes < eager.activation_peak_bytes / 100
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_oom_page_says_which_attention_to_pass(lang):
+    from tests.apptest import open_page
+    from tests.test_oom_chapter import alerts
+
+    fused = alerts(open_page("oom", lang, cm_model="openai/gpt-oss-20b", cm_attention="sdpa", cm_dtype="bfloat16",
+                             cm_batch="1", cm_gpu="NVIDIA A100 80GB SXM"))
+    assert f'attn_implementation="{KERNEL}"' in fused
+    eager = alerts(open_page("oom", lang, cm_model="openai/gpt-oss-20b", cm_attention="eager", cm_dtype="bfloat16",
+                             cm_batch="1", cm_gpu="NVIDIA A100 80GB SXM"))
+    assert KERNEL not in eager
