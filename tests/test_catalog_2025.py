@@ -27,6 +27,8 @@ PUBLISHED = {
     "deepseek-r1-distill-llama-8b": (8.03e9, "Hub page of the checkpoint: safetensors, 8.03B params"),
     "phi-4": (14.7e9, "Hub page of microsoft/phi-4: safetensors, 14.7B params"),
     "mistral-small-24b": (24e9, "huggingface.co/mistralai/Mistral-Small-24B-Instruct-2501 model card: 24B"),
+    "mistral-small-3.1-24b": (24e9, "huggingface.co/mistralai/Mistral-Small-3.1-24B-Instruct-2503 model card: "
+                                    "24 billion parameters"),
     "smollm3-3b": (3.08e9, "Hub page of HuggingFaceTB/SmolLM3-3B: safetensors, 3.08B params"),
     "qwen2.5-vl-7b": (8.29e9, "Hub page of Qwen/Qwen2.5-VL-7B-Instruct: safetensors, 8.29B params"),
     "modernbert-base": (149e6, "ModernBERT paper, arXiv 2412.13663: 149M"),
@@ -58,6 +60,7 @@ def test_every_new_entry_names_where_its_config_was_published():
     ("google/gemma-3-27b-it", "gemma-3-27b"), ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout"),
     ("BAAI/bge-m3", "bge-m3"), ("answerdotai/ModernBERT-base", "modernbert-base"),
     ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-7b"), ("microsoft/phi-4", "phi-4"),
+    ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-3.1-24b"),
 ])
 def test_a_hub_id_finds_its_entry_offline(hub_id, key):
     assert catalog.find(hub_id).key == key
@@ -88,6 +91,21 @@ def test_gemma_3_27b_counts_its_vision_tower():
     assert summary.parameters - text_only == pytest.approx(417e6, rel=0.05)
 
 
+def test_mistral_small_3_1_adds_a_pixtral_tower_to_mistral_small_3():
+    # Same language model as Mistral Small 3 (2501); the difference is the vision side, by hand
+    # from the config: Pixtral's 14 x 14 patch convolution (3 channels, no bias) and first norm,
+    # 24 layers of two norms, four 1,024 x 1,024 projections and a gated 1,024 -> 4,096 MLP; the
+    # projector's norm, 2 x 2 patch merger (4,096 -> 1,024) and two layers (1,024 -> 5,120 -> 5,120).
+    hidden, width = 1024, 4096
+    tower = 3 * 14 * 14 * hidden + hidden + 24 * (2 * hidden + 4 * hidden * hidden + 3 * hidden * width)
+    projector = hidden + 4 * hidden * hidden + hidden * 5120 + 5120 * 5120
+    vision = catalog.stored_summary("mistral-small-3.1-24b").parameters
+    assert vision - catalog.stored_summary("mistral-small-24b").parameters == tower + projector
+    # its own output head, as the checkpoint ships it (131,072 x 5,120)
+    assert catalog.stored_summary("mistral-small-3.1-24b").groups["head"] == 131_072 * 5_120
+    assert _groups("mistral-small-3.1-24b") == {None: 40}
+
+
 def _groups(key):
     """{window (None: full attention): layers}"""
     return {g.window: g.layers for g in catalog.stored_spec(key).attention}
@@ -115,6 +133,7 @@ KiB = 1024
     ("qwen3-235b-a22b", 94 * 4 * (128 + 128) * 2),
     ("qwen3-8b", 36 * 8 * (128 + 128) * 2),
     ("phi-4", 40 * 10 * (128 + 128) * 2),
+    ("mistral-small-3.1-24b", 40 * 8 * (128 + 128) * 2),
 ])
 def test_kv_bytes_per_token(key, per_token):
     assert kv_bytes_per_token(catalog.stored_spec(key), "bfloat16") == per_token

@@ -26,9 +26,25 @@ def small_llama() -> dict:
     return config
 
 
-def measured_peak(build, autocast: bool) -> int:
+def token_metrics(logits) -> None:
+    """What trl's SFTTrainer (loss_type "nll") computes from the logits after the loss and
+    before the backward, under no_grad: each token's entropy, 128 rows at a time, and the
+    predicted token of the shifted logits (a non-contiguous view: flattening it copies it)."""
+    import torch
+
+    with torch.no_grad():
+        shifted = logits[..., :-1, :]
+        for rows in shifted.reshape(-1, shifted.shape[-1]).split(128):
+            log_probs = torch.log_softmax(rows, dim=-1)
+            -(log_probs.exp() * log_probs).sum(-1)
+        shifted.argmax(dim=-1)
+
+
+def measured_peak(build, autocast: bool, metrics: bool = False) -> int:
     """Peak live bytes of the second of two full steps (forward, backward, AdamW, zero_grad),
-    everything built inside the meter."""
+    everything built inside the meter. metrics: the step trl's SFTTrainer takes, whose
+    compute_loss holds the model's outputs (logits included) while it computes token metrics;
+    they are released when compute_loss returns, before the Trainer's backward."""
     import torch
 
     from bench.measure import LiveBytes
@@ -43,7 +59,11 @@ def measured_peak(build, autocast: bool) -> int:
             meter.peak = meter.current
             context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
             with context:
-                loss = model(input_ids=ids, labels=ids).loss
+                outputs = model(input_ids=ids, labels=ids)
+                if metrics:
+                    token_metrics(outputs.logits)
+                loss = outputs.loss
+            del outputs
             loss.backward()
             del loss
             optimizer.step()
@@ -77,7 +97,8 @@ def test_lora_with_peft_float32_adapters_on_a_16_bit_model(autocast):
     assert predicted(config, method="lora", precision="bfloat16", adapter_dtype="base") < 0.9 * measured
 
 
-def test_qlora_as_prepare_model_for_kbit_training_leaves_it(tmp_path):
+@pytest.mark.parametrize("metrics", [False, True], ids=["loss", "sft-trainer-metrics"])
+def test_qlora_as_prepare_model_for_kbit_training_leaves_it(tmp_path, metrics):
     import peft
     import torch
     import transformers
@@ -97,6 +118,8 @@ def test_qlora_as_prepare_model_for_kbit_training_leaves_it(tmp_path):
         lora = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")
         return peft.get_peft_model(model, lora)
 
-    measured = measured_peak(build, autocast=True)
+    measured = measured_peak(build, autocast=True, metrics=metrics)
     expected = predicted(config, method="qlora", precision="bf16-autocast", checkpointing="full")
+    # trl's token metrics (an entropy and an argmax over the logits) run below the peak of the
+    # backward's start (the loss's float32 gradients): an SFTTrainer step peaks where this one does
     assert expected / measured - 1 == pytest.approx(0, abs=0.02)

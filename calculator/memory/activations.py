@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from calculator.models.architecture import ArchSpec
+from calculator.models.architecture import ArchSpec, attention_run
 from calculator.models.families import Family, family_of
 
 INT64 = 8
@@ -71,7 +71,7 @@ class _Run:
     batch: int
     a: int  # bytes per element of the compute dtype
     kv: float  # bytes per element of the cache
-    attention: str  # the attention transformers really runs: sdpa or eager
+    attention: str  # what is priced: sdpa, eager, or flash (a FlashAttention kernel the model names)
     generate: bool
     forward_only: bool = False  # mode "forward": the head's outputs, no log-probabilities
 
@@ -87,7 +87,7 @@ def forward_phases(spec: ArchSpec, batch: int, tokens: int, a: int, kv_bytes: fl
     float32 log-probabilities of every position. For an encoder-decoder, `tokens` are the
     encoder's and `decoder_tokens` (default: as many) the decoder's: cached when generating,
     scored when computing a log-likelihood."""
-    run = _Run(spec, family_of(spec.model_type), batch, a, kv_bytes, attention if spec.sdpa else "eager",
+    run = _Run(spec, family_of(spec.model_type), batch, a, kv_bytes, attention_run(spec, attention),
                mode == "generate", mode == "forward")
     if spec.kind == "encoder-decoder":
         return _encoder_decoder(run, tokens, tokens if decoder_tokens is None else decoder_tokens)
@@ -97,6 +97,16 @@ def forward_phases(spec: ArchSpec, batch: int, tokens: int, a: int, kv_bytes: fl
 
 
 # -- pieces shared by every stack ------------------------------------------------------------
+
+def _scores_row_bytes(run: _Run, kv_len: int) -> int:
+    """Bytes of one query's scores at the eager attention's worst moment. With attention sinks
+    (gpt-oss's eager_attention_forward) three tensors in the compute dtype are alive at the
+    softmax: the masked scores, the logits with each head's sink appended and shifted by their
+    maximum (kv_len + 1 columns), and their softmax."""
+    if run.layout.attention_sinks:
+        return run.a * (kv_len + 2 * (kv_len + 1))
+    return kv_len * _score_bytes(run)
+
 
 def _score_bytes(run: _Run) -> int:
     """Bytes per attention score at the eager attention's worst moment. matmul then * scale,
@@ -173,7 +183,7 @@ def _attention_parts(run: _Run, q_rows: int, q_len: int, kv_len: int, masked: bo
     repeated = 2 * b * heads * kv_len * d * a if repeat else 0
     if run.attention == "eager":
         parts["repeated_keys_values"] = repeated
-        parts["scores"] = b * heads * q_len * kv_len * _score_bytes(run)
+        parts["scores"] = b * heads * q_len * _scores_row_bytes(run, kv_len)
     else:
         # SDPA hands back one output, laid out so that transformers' transpose(1, 2).contiguous()
         # is free. The repeated keys and values and T5's bias mask (the position bias copied
@@ -189,7 +199,8 @@ def _kept_probabilities(run: _Run, q_len: int, kv_len: int) -> int:
     until it returns: they live through the MLP."""
     if run.attention != "eager":
         return 0
-    return run.batch * run.spec.heads * q_len * kv_len * run.a
+    columns = kv_len + 1 if run.layout.attention_sinks else kv_len  # a view of the softmax, sink column cut
+    return run.batch * run.spec.heads * q_len * columns * run.a
 
 
 def _self_masks(run: _Run, tokens: int) -> int:
@@ -201,6 +212,8 @@ def _self_masks(run: _Run, tokens: int) -> int:
     kinds = {g.window for g in groups} or {None}
     if run.attention == "eager":
         return len(kinds) * run.batch * tokens * tokens * run.a
+    if run.attention == "flash":  # the kernel applies causality and windows itself
+        return 0
     sliding = [w for w in kinds if w is not None and tokens >= w]
     return tokens * tokens if sliding else 0
 

@@ -27,7 +27,7 @@ import math
 
 from calculator.core import limits
 from calculator.memory.activations import Phase, forward_phases
-from calculator.models.architecture import ArchSpec
+from calculator.models.architecture import ArchSpec, attention_run
 from calculator.core.errors import CalculatorError, Grouped
 from calculator.core.precision import FLOAT_DTYPES, bytes_per_param, normalize_dtype
 from calculator.core.search import largest_fitting  # noqa: F401 (also imported from here)
@@ -55,7 +55,7 @@ class InferenceMemory:
     kv_dtype: str
     attention: str
     mode: str
-    attention_used: str = ""  # what transformers runs: eager for models without an SDPA path
+    attention_used: str = ""  # what is priced: eager without an SDPA path, "flash" with the kernel the model names
     peak_moment: str = ""  # where the peak comes: a moment of the forward (activations.Phase.name) or "decode"
     prompt: int = 0
     new_tokens: int = 0
@@ -65,6 +65,8 @@ class InferenceMemory:
     quantized_matmul_bytes: int = 0  # transients of running a quantized matrix (in the peak)
     rounding_bytes: int = 0  # what the caching allocator adds to the weights and the cache
     encoder_tokens: int = 0  # an encoder-decoder's input when set apart from the decoder's prompt
+    # what to pass to from_pretrained for these figures: sdpa, eager, or the kernel "flash" stands for
+    attn_implementation: str = ""
 
     @property
     def steady_bytes(self) -> int:
@@ -201,10 +203,10 @@ def _decode_step_bytes(spec: ArchSpec, batch: int, context: int, dtype: str, att
     activations (its logits above all), the eager attention's scores over the whole cache,
     and the layer whose keys and values torch.cat is copying."""
     one = forward_phases(spec, batch, 1, int(bytes_per_param(compute_dtype(dtype))),
-                         float(bytes_per_param(kv_dtype)), attention if spec.sdpa else "eager", "generate")
+                         float(bytes_per_param(kv_dtype)), attention_run(spec, attention), "generate")
     cache_one = kv_cache_bytes(spec, batch, 1, kv_dtype)
     step = max((p.total_bytes - cache_one for p in one), default=0)
-    if (attention if spec.sdpa else "eager") == "eager":
+    if attention_run(spec, attention) == "eager":
         step += batch * spec.heads * context * 4  # float32 softmax over the cache, one query
     return max(step, 0) + layer_cache_bytes(spec, batch, context, kv_dtype)
 
@@ -251,7 +253,7 @@ def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context:
     weights, storage = weights_of(summary, spec, dtype, group_size)
     act_dtype = compute_dtype(dtype)
     cache_dtype = kv_dtype_for(dtype, kv_dtype)
-    used = attention if spec.sdpa else "eager"
+    used = attention_run(spec, attention)
     enc = {"encoder_tokens": encoder_tokens}
     kv = kv_cache_bytes(spec, batch, context, cache_dtype, layout=kv_layout, **enc) if mode != "forward" else 0
     prefill_activation, phase = _activation(spec, batch, prompt, act_dtype, attention, mode, cache_dtype,
@@ -278,7 +280,8 @@ def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context:
     return InferenceMemory(weights, kv, max(peak - kv, 0), weights + max(peak, kv), batch, context, storage,
                            cache_dtype, attention, mode, used, moment, prompt, new_tokens, cache, storage,
                            bnb_compute_dtype if storage.startswith("bnb-") else act_dtype,
-                           matmul if moment != "decode" else 0, rounding, encoder_tokens or 0)
+                           matmul if moment != "decode" else 0, rounding, encoder_tokens or 0,
+                           attn_implementation=spec.flash_kernel if used == "flash" else used)
 
 
 def _quantized_transient(summary, spec, storage: str, rows: int, bnb_compute: str, act_dtype: str) -> int:

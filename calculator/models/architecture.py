@@ -74,6 +74,10 @@ class ArchSpec:
     # frames of a 30 s window (max_source_positions), a vision model's patches and class
     # token ((image_size / patch_size)^2 + 1). 0: the input's length is the reader's.
     encoder_tokens: int = 0
+    # A model without an SDPA path whose class names fused kernels it vouches for
+    # (`_compatible_flash_implementations`: gpt-oss's attention sinks): the first of them, the
+    # `attn_implementation` to pass. Empty when SDPA runs, or when only eager does.
+    flash_kernel: str = ""
 
     @property
     def has_kv_cache(self) -> bool:
@@ -153,6 +157,7 @@ def spec_from_config(config) -> ArchSpec:
         model_type=model_type,
         activation=act or str(getattr(text, "activation_function", "") or ""),
         sdpa=_supports_sdpa(model_type),
+        flash_kernel=_flash_kernel(model_type),
         logit_softcap=bool(getattr(text, "final_logit_softcapping", None)),
         head=head_of(getattr(config, "architectures", None)),
         encoder_tokens=_fixed_encoder_tokens(config, kind),
@@ -185,6 +190,36 @@ def head_of(architectures) -> str:
     if any(part in name for part in CLASSIFIER_PARTS):
         return "classifier"
     return "none" if name else "lm"
+
+
+def attention_run(spec: ArchSpec, requested: str) -> str:
+    """The attention a requested implementation prices as: eager stays eager; a fused kernel
+    ("sdpa") is SDPA where transformers has that path, else the flash kernel the model's class
+    vouches for ("flash": FlashAttention keeps no scores, no mask, no repeated keys), else eager,
+    transformers' own fallback."""
+    if requested == "eager" or spec.sdpa:
+        return requested
+    return "flash" if spec.flash_kernel else "eager"
+
+
+def _model_class(model_type: str):
+    try:
+        import transformers
+        from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+    except ImportError:  # the catalog's stored specs need no transformers
+        return None
+    return getattr(transformers, MODEL_MAPPING_NAMES.get(model_type, ""), None)
+
+
+def _flash_kernel(model_type: str) -> str:
+    """The first fused kernel a model without SDPA lists in `_compatible_flash_implementations`
+    (gpt-oss in transformers 5.24: "kernels-community/vllm-flash-attn3", FlashAttention 3 with
+    its sinks, fetched by the `kernels` package). Without one, transformers runs eager."""
+    model_class = _model_class(model_type)
+    if model_class is None or getattr(model_class, "_supports_sdpa", True):
+        return ""
+    kernels = getattr(model_class, "_compatible_flash_implementations", None) or []
+    return str(kernels[0]) if kernels and getattr(model_class, "_supports_flash_attn", False) else ""
 
 
 def _supports_sdpa(model_type: str) -> bool:

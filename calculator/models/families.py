@@ -39,6 +39,8 @@ class Family:
       `dense_act_fn` / `is_gated_act`, and the feed-forward drops out its inner activations.
     post_norm: the encoder normalises after the residual sum (BERT, RoBERTa): the attention
       reads the layer's input itself, the MLP the attention's (normalised) output.
+    attention_sinks: eager attention concatenates a learned logit per head to the scores
+      (gpt-oss), then shifts and softmaxes them in the compute dtype.
     """
 
     kind: str = "decoder"
@@ -50,6 +52,7 @@ class Family:
     gated_mlp: bool | None = None
     t5_feed_forward: bool = False
     post_norm: bool = False  # BERT's layout: LayerNorm after each residual sum, so no normed copy of the input
+    attention_sinks: bool = False
 
     @property
     def generates(self) -> bool:
@@ -67,10 +70,11 @@ FAMILIES: dict[str, Family] = {
     **{name: Family() for name in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                                    "deepseek_v2", "deepseek_v3", "phi3", "granite", "olmo2", "cohere2",
                                    "ministral",
-                                   # 2025-26: gpt-oss (sinks and clamped SwiGLU aside), Llama 4 (chunked
+                                   # 2025-26: Llama 4 (chunked
                                    # attention in layer_types), SmolLM3, Qwen2.5-VL's language model
-                                   "gpt_oss", "llama4", "llama4_text", "smollm3", "qwen2_5_vl", "qwen2_5_vl_text",
+                                   "llama4", "llama4_text", "smollm3", "qwen2_5_vl", "qwen2_5_vl_text",
                                    "mistral3")},
+    "gpt_oss": Family(attention_sinks=True),
     **{name: Family(norm="gemma") for name in ("gemma", "gemma2", "gemma3", "gemma3_text")},
     "gpt2": Family(norm="layer", positions="learned", fused_qkv=True, keeps_attention_output=True,
                    float32_softmax=False, gated_mlp=False),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import math
 
-from calculator.models.architecture import ArchSpec
+from calculator.models.architecture import ArchSpec, attention_run
 from calculator.models.families import ModelTraits
 from calculator.models.summary import ModelSummary
 from calculator.training.setup import AUTOCAST_PRECISIONS, PRECISION_BYTES, TrainingSetup, _layer_count, adapters_in_float32, float32_residual
@@ -124,7 +124,7 @@ def _dims(spec: ArchSpec, traits: ModelTraits, setup: TrainingSetup) -> _Dims:
     # float32 for 16-bit inputs (torch's _scaled_dot_product_attention_math).
     # The attention transformers really runs: models without SDPA support (Gemma 2's softcapped
     # scores) fall back to eager, as the inference model already assumes.
-    attention = setup.attention if spec.sdpa else "eager"
+    attention = attention_run(spec, setup.attention)
     math_path = attention == "sdpa" and setup.device == "cpu" and traits.attention_dropout > 0
     return _Dims(
         batch=setup.micro_batch, sequence=setup.sequence, tokens=setup.micro_batch * setup.sequence,

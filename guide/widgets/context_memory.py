@@ -127,7 +127,9 @@ def _verdict(ctx: Context, model, gpu, batch: int, answer, span: int, shortest, 
                          span=format_count(span, lang)))
     if work.workload == "generation":  # the others read their own lengths (workload_note)
         st.caption(ctx.t("context_memory.all_prompt"))
-    if at_edge.attention_used != at_edge.attention:
+    if at_edge.attention_used == "flash":
+        st.info(ctx.t("oom.runs_kernel", kernel=at_edge.attn_implementation))
+    elif at_edge.attention_used != at_edge.attention:
         st.info(ctx.t("oom.runs_eager"))
     st.markdown(ctx.t(
         "context_memory.breakdown", tokens=format_count(largest, lang), weights=format_bytes(at_edge.weights_bytes, lang),

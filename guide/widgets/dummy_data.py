@@ -45,7 +45,7 @@ def render(ctx: Context) -> None:
     memory = inference_memory(summary, spec, batch, context, dtype, attention=attention, mode=mode)
     readings_row(ctx, readings_of(memory, Budget(inputs.card)), inputs.card)
     code = dummy_data_snippet(model.name, summary.architecture, spec.kind, batch, context, dtype,
-                              memory.attention_used, mode, memory.total_bytes, lang)
+                              memory.attn_implementation, mode, memory.total_bytes, lang)
     st.code(code, language="python")
     st.caption(ctx.t("dummy_data.caption"))
 

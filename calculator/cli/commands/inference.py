@@ -71,6 +71,9 @@ def run(args) -> int:
         return 0
     attention = memory.attention_used + ("" if memory.attention_used == memory.attention else
                                          f" (the model has no {memory.attention} path in transformers)")
+    if memory.attention_used == "flash":
+        attention = (f"{memory.attn_implementation} (no sdpa path in transformers: pass "
+                     f"attn_implementation={memory.attn_implementation!r} with the kernels package, else eager runs)")
     length_text = (f"{memory.prompt} + {memory.new_tokens} new tokens ({memory.cache} cache)" if memory.new_tokens
                    else f"{memory.context} tokens")
     if memory.encoder_tokens:
