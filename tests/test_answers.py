@@ -32,6 +32,8 @@ CASES = {
     "pipeline": ["llama-3-8b", "--gpus", "2", "--gpu", "rtx4090", "--micro-batches", "8"],
     "data-parallel": ["llama-3-8b", "--gpu", "h100", "--samples", "5000", "--training", "--nodes", "2"],
     "speed": ["llama-3-8b", "--gpu", "h100"],
+    "zero-offload": ["llama-3-8b", "--gpu", "rtx4090", "--tokens", "4096"],
+    "multi-gpu": ["llama-3-8b", "--gpu", "l4", "--gpus", "2"],
 }
 # The figure of each answer's verdict sentence: (JSON path, how the answer writes it)
 VERDICT_FIGURE = {
@@ -42,6 +44,7 @@ VERDICT_FIGURE = {
     "tensor-parallel": (("per_gpu_bytes",), format_bytes), "pipeline": (("largest_bytes",), format_bytes),
     "data-parallel": (("speedup",), lambda value, lang="en": format_number(value, 2, lang)),
     "speed": (("largest_batch", "bfloat16"), format_count),
+    "zero-offload": (("gpu_offload_bytes",), format_bytes), "multi-gpu": (("tensor_parallel", "peak_bytes"), format_bytes),
 }
 
 

@@ -69,3 +69,19 @@ def test_french_uses_one_term_per_idea(term):
 def test_the_prose_filter_leaves_code_and_urls_out():
     text = "Le `device_map` et [un lien](https://example.org/appareil) sur {device} :\n```\nappareil = 1\n```\nfin"
     assert "appareil" not in prose(text) and "device" not in prose(text)
+
+
+# A feminine word before the card's name: the glossary's gender rule, on the raw messages (the
+# prose filter above drops placeholders, so « sur la {gpu} » escaped the entry's regex).
+_FEMININE_BEFORE_GPU = re.compile(r"\b(?:la|une|cette|seule|toute)\s+\{gpu\}", re.I)
+
+
+def test_the_card_placeholder_is_masculine_like_a_gpu():
+    hits = [f"ui/fr {key}: {m.group(0)!r}" for key, value in catalog("fr").items()
+            for m in _FEMININE_BEFORE_GPU.finditer(value)]
+    assert not hits, "write « le {gpu} », « un {gpu} » (un GPU, le H100):\n" + "\n".join(hits)
+
+
+def test_the_gender_check_catches_a_feminine_card():
+    assert _FEMININE_BEFORE_GPU.search("tient sur la {gpu}, qui laisse")
+    assert not _FEMININE_BEFORE_GPU.search("tient sur le {gpu} ; la carte")

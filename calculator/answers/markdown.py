@@ -20,7 +20,7 @@ from calculator.core.messages import text
 from calculator.core.units import format_bytes, format_count, format_number
 
 ANSWERING = ("estimate", "inference", "train", "serve", "quantize", "llama-cpp", "offload", "tensor-parallel", "pipeline",
-             "data-parallel", "speed")
+             "data-parallel", "speed", "zero-offload", "multi-gpu")
 DEFAULT_GUIDE_URL = "http://localhost:8501"
 
 
@@ -292,9 +292,11 @@ BUILDERS = {"estimate": estimate, "inference": inference, "train": train, "serve
 
 def _builder(command: str):
     if command not in BUILDERS:  # the time and parallelism commands (answers_parallel imports this module)
+        from calculator.answers.offload_multi import BUILDERS as OFFLOAD_MULTI
         from calculator.answers.parallel_json import BUILDERS as MORE
 
         BUILDERS.update(MORE)
+        BUILDERS.update(OFFLOAD_MULTI)
     return BUILDERS[command]
 
 

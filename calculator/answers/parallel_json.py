@@ -42,9 +42,10 @@ def data_parallel_json(model, card, answer, samples: int, tokens: int, gpus_per_
             "assumptions": [a.to_json() for a in answer.assumptions]}
 
 
-def speed_json(model, card, dtypes: list[str], work, batches) -> dict:
+def speed_json(model, card, dtypes: list[str], work, batches, precision=None) -> dict:
     """`speed --json` (without --measured): per precision and batch, the peak, its verdict and
-    the roofline speed of the workload `work`, with the largest batch that fits."""
+    the roofline speed of the workload `work`, with the largest batch that fits. `precision`:
+    the compute_dtype assumption when the precision was the card's default, not asked for."""
     from calculator.core.budget import Budget
     from calculator.answers.verdicts import speed_answer
 
@@ -56,7 +57,8 @@ def speed_json(model, card, dtypes: list[str], work, batches) -> dict:
             "workload": work.workload, "prompt": work.prompt, "new_tokens": work.new_tokens,
             "encoder_tokens": work.encoder_tokens, "sequence": work.prompt if not work.generates else None,
             "largest_batch": {dtype: answer.figures["largest_batch"] for dtype, answer in answers.items()},
-            "rows": rows, "assumptions": [a.to_json() for a in next(iter(answers.values())).assumptions]}
+            "rows": rows, "assumptions": [a.to_json() for a in ((precision,) if precision else ())
+                                          + next(iter(answers.values())).assumptions]}
 
 
 # ---------------------------------------------------------------- builders, one per command
@@ -142,6 +144,8 @@ def speed(data: dict, argv: tuple[str, ...]) -> Answer:
         else ("speed_forward_lengths", {"tokens": data["sequence"]})
     assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data), lengths,
                    ("speed_roofline", {"workload": data["workload"]})]
+    if any(a["id"] == "compute_dtype" and a["value"]["reason"] == "no_bf16_tensor_cores" for a in data["assumptions"]):
+        assumptions.append(("dp_float16", {"gpu": figures["gpu"]}))  # the card's default, as data-parallel says it
     advice = (("do_speed", {"largest_batch": figures["largest_batch"]}),)
     case = _case(data, dtype=first, batch=row["batch"], prompt=data["prompt"], new_tokens=data["new_tokens"])
     return Answer("speed", argv, (verdict, figures), tuple(assumptions), advice,

@@ -11,7 +11,7 @@ import streamlit as st
 from calculator.core.budget import Budget, readings_of
 from calculator.memory.inference import inference_memory
 from calculator.memory.speed import decode_step, generation
-from calculator.answers.verdicts import largest_batch_answer
+from calculator.answers.verdicts import compute_dtype_for, largest_batch_answer
 from calculator.memory.workload_speed import workload_speed
 from calculator.memory.workloads import shape
 from guide.charts import capacity_line, stacked_memory
@@ -35,9 +35,16 @@ def work_of(inputs):
                  sequence=inputs.prompt)
 
 
+def speed_dtype(inputs):
+    """The precision the case computes in on its card, and the assumption saying so: the
+    case's bfloat16 is float16 on a card without bfloat16 tensor cores (speed's and
+    data-parallel's default)."""
+    return compute_dtype_for(inputs.card, inputs.dtype)
+
+
 def answer_for(inputs):
     """The page's request to the engine (pure: the parity test calls it without Streamlit)."""
-    return largest_batch_answer(inputs.model, inputs.card, work_of(inputs).memory_lengths, dtype=inputs.dtype)
+    return largest_batch_answer(inputs.model, inputs.card, work_of(inputs).memory_lengths, dtype=speed_dtype(inputs)[0])
 
 
 def paste_answer(inputs, work, sizes: list[int]):
@@ -46,18 +53,24 @@ def paste_answer(inputs, work, sizes: list[int]):
     from calculator.answers.parallel_json import speed_json
 
     typed = inputs.model.key or inputs.model.name
-    argv = (typed, "--gpu", inputs.card.key, "--dtypes", inputs.dtype, "--workload", work.workload,
+    dtype, precision = speed_dtype(inputs)
+    # bfloat16 is speed's own default: the command then chooses the card's precision as the page does
+    dtypes = () if inputs.dtype == "bfloat16" else ("--dtypes", dtype)
+    argv = (typed, "--gpu", inputs.card.key, *dtypes, "--workload", work.workload,
             "--prompt", str(inputs.prompt), "--new-tokens", str(inputs.new_tokens), "--sequence", str(inputs.prompt),
             "--batches", *map(str, sizes))
-    return answer_of("speed", speed_json(inputs.model, inputs.card, [inputs.dtype], work, sizes), argv, typed)
+    data = speed_json(inputs.model, inputs.card, [dtype], work, sizes, precision if not dtypes else None)
+    return answer_of("speed", data, argv, typed)
 
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "bs_model", "gpu": "bs_gpu", "dtype": "bs_dtype", "prompt": "bs_prompt",
                                "new_tokens": "bs_new"})
-    model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
+    (model, gpu), (dtype, precision) = (inputs.model, inputs.card), speed_dtype(inputs)
     work = work_of(inputs)
+    if precision.value["reason"] == "no_bf16_tensor_cores":
+        st.caption(ctx.t("data_parallel.float16_note", gpu=gpu.name))
     if work.workload != "generation":
         st.info(ctx.t(f"batch_size.workload_{work.workload}", frames=work.encoder_tokens or 0, tokens=work.prompt))
     lengths = work.memory_lengths
@@ -103,7 +116,7 @@ def _code(ctx: Context, model, work, inputs) -> None:
 
     with st.expander(ctx.t("workload_snippet.code_title"), icon=":material/code:"):
         st.caption(ctx.t("workload_snippet.code_help"))
-        st.code(workload_snippet(work.workload, model.name, inputs.batch, inputs.dtype, ctx.lang, prompt=inputs.prompt,
+        st.code(workload_snippet(work.workload, model.name, inputs.batch, speed_dtype(inputs)[0], ctx.lang, prompt=inputs.prompt,
                                  new_tokens=inputs.new_tokens, classifier=model.spec.head == "classifier"),
                 language="python")
 

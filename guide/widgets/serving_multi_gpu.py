@@ -11,12 +11,23 @@ from calculator.serving.launch import transformers_code
 from calculator.serving.engines import MAX_TOKENS
 from calculator.serving.plan import transformers_multi_gpu
 from guide.format import format_bytes
-from guide.widgets import Context, Param, Widget, gpu_param, show_error
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
 from guide.inputs.serving import case_count, serving_case
 
 GPU_COUNTS = (2, 4, 8)
 FLOATS = ("float32", "float16", "bfloat16")
+
+
+def paste_answer(model, card, gpus: int, dtype: str, batch: int, context: int):
+    """`multi-gpu --markdown`'s answer for this case (its JSON, built as the command builds it)."""
+    from calculator.answers.markdown import answer_for
+    from calculator.answers.offload_multi import multi_gpu_json
+
+    typed = model.key or model.name
+    argv = (typed, "--gpu", card.key, "--gpus", str(gpus), "--dtype", dtype, "--batch", str(batch),
+            "--context", str(context))
+    return answer_for("multi-gpu", multi_gpu_json(model, card, gpus, dtype, batch, context), argv, typed)
 
 
 def render(ctx: Context) -> None:
@@ -72,6 +83,7 @@ def render(ctx: Context) -> None:
     if result.tp_weights_bytes is not None:
         st.code(transformers_code(model.load_id, gpus, dtype, "tp"), language="python", wrap_lines=True)
     st.caption(ctx.t("serving.multi_caption"))
+    answer_with(ctx, paste_answer(model, gpu, gpus, dtype, batch, context))
 
 
 WIDGET = Widget(

@@ -9,9 +9,18 @@ import streamlit as st
 from calculator.distributed.offload import tokens_to_hide_transfers, zero_offload
 from calculator.answers.verdicts import zero_offload_answer
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, tokens_input
 
+
+def paste_answer(model, card, tokens: int):
+    """`zero-offload --markdown`'s answer for this case (its JSON, built as the command builds it)."""
+    from calculator.answers.markdown import answer_for
+    from calculator.answers.offload_multi import zero_offload_json
+
+    typed = model.key or model.name
+    argv = (typed, "--gpu", card.key, "--tokens", str(tokens))
+    return answer_for("zero-offload", zero_offload_json(model, card, tokens), argv, typed)
 
 
 def render(ctx: Context) -> None:
@@ -36,6 +45,7 @@ def render(ctx: Context) -> None:
     message = ctx.t("offload.zero_hidden" if z.hidden else "offload.zero_exposed",
                     link=z.link, threshold=format_number(threshold, 0, lang), gpu=gpu.name)
     (st.success if z.hidden else st.warning)(message)
+    answer_with(ctx, paste_answer(model, gpu, tokens))
 
 
 WIDGET = Widget(

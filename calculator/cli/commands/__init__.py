@@ -4,8 +4,9 @@ a `run(args) -> int` that returns the exit code. The order here is the order of 
 
 from __future__ import annotations
 
-from calculator.cli.commands import (accuracy, catalog, data_parallel, estimate, gpus, inference, llama_cpp, mcp, offload, oom_message,
-               pipeline, quantize, read, refresh_catalog, safetensors, serve, speed, tensor_parallel, train)
+from calculator.cli.commands import (accuracy, catalog, data_parallel, estimate, gpus, inference, llama_cpp, mcp, multi_gpu,
+               offload, oom_message, pipeline, quantize, read, refresh_catalog, safetensors, serve, speed,
+               tensor_parallel, train, zero_offload)
 
 COMMANDS = (estimate, catalog, gpus, refresh_catalog, speed, data_parallel, inference, safetensors, quantize, pipeline,
-            tensor_parallel, offload, llama_cpp, serve, train, accuracy, oom_message, read, mcp)
+            tensor_parallel, offload, zero_offload, llama_cpp, serve, multi_gpu, train, accuracy, oom_message, read, mcp)

@@ -15,7 +15,8 @@ def register(commands, shared) -> None:
     p = add_command(commands, "speed", shared, ("model", "json"), run,
                     help="memory, latency and throughput per batch size and precision (roofline)")
     p.add_argument("--gpu", required=True, help="GPU key from the GPU catalog (e.g. h100, a100-80gb, rtx4090)")
-    p.add_argument("--dtypes", nargs="+", default=["bfloat16"], metavar="D", help="weight precisions")
+    p.add_argument("--dtypes", nargs="+", default=None, metavar="D",
+                   help="weight precisions (default: bfloat16, or float16 on a card without bfloat16 tensor cores)")
     p.add_argument("--prompt", type=int, default=1024, help="prompt tokens per sequence (default 1024)")
     p.add_argument("--new-tokens", type=int, default=256, help="tokens generated per sequence (default 256)")
     p.add_argument("--batches", nargs="+", type=int, default=[1, 8, 32], metavar="B", help="batch sizes")
@@ -43,12 +44,23 @@ def _workload(args, spec) -> str:
     return check_workload(spec, asked) if asked else default_workload(spec)
 
 
+def _dtypes(asked, card):
+    """The precisions asked for; none asked: the one the card computes in (float16 where
+    bfloat16 has no tensor cores, as data-parallel and the chapter choose), said as an assumption."""
+    from calculator.answers.verdicts import compute_dtype_for
+    from calculator.core.precision import normalize_dtype
+
+    if asked:
+        return [normalize_dtype(d) for d in asked], None
+    dtype, precision = compute_dtype_for(card)
+    return [dtype], precision
+
+
 def run(args) -> int:
     from calculator.core import limits
     from calculator.core.budget import Budget
     from calculator.core.errors import CalculatorError
     from calculator.memory.inference import check_sizes
-    from calculator.core.precision import normalize_dtype
     from calculator.memory.workload_speed import against_ceiling, check_measured, workload_speed
     from calculator.memory.workloads import shape
 
@@ -65,12 +77,12 @@ def run(args) -> int:
                  encoder=args.encoder)
     if args.measured is not None:
         check_measured(args.measured, "tokens_per_second" if workload == "generation" else "items_per_second")
-    dtypes = [normalize_dtype(d) for d in args.dtypes]
+    dtypes, precision = _dtypes(args.dtypes, card)
     for b in args.batches:
         check_sizes(b, work.prompt + work.new_tokens)
     from calculator.answers.parallel_json import speed_json
 
-    result = speed_json(model, card, dtypes, work, args.batches)
+    result = speed_json(model, card, dtypes, work, args.batches, precision)
     rows, largest, budget = result["rows"], result["largest_batch"], Budget(card)
     if args.measured is not None:
         first = workload_speed(model.summary, model.spec, card, dtypes[0], args.batches[0], work)
