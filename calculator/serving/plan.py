@@ -25,7 +25,7 @@ from calculator.core import limits
 from calculator.serving.engines import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, check_count,
                                         check_engine, check_fraction, concurrency, experts_bytes_per_gpu,
                                         kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
-                                        max_sequences, pool_blocks, pool_tokens, sequence_blocks, serving_weights, weights_per_gpu)
+                                        max_sequences, pool_blocks, pool_tokens, sequence_blocks, weights_per_gpu)
 from calculator.serving.vllm import (VLLM_CURRENT, VLLM_UTILIZATIONS, cuda_graph_bytes, default_limits,
                                      non_torch_bytes, profile_peak)
 from calculator.serving.sglang import SGLANG_START_BYTES, pool_cell_bytes, sglang_fraction
