@@ -125,3 +125,14 @@ def test_the_sampled_simulation_is_the_simulation_of_the_sampled_lengths_and_is_
     assert list(kept) == direct and isinstance(kept, tuple)  # a tuple of frozen runs: nothing to change
     assert simulate_sampled(LLAMA.summary, LLAMA.spec, card, "bfloat16", 8, 3000, 300, 4000, 2000) is kept
     assert simulate_sampled(LLAMA.summary, LLAMA.spec, card, "bfloat16", 9, 3000, 300, 4000, 2000) != kept
+
+
+def test_a_kept_quantized_count_is_the_computed_one():
+    from calculator.memory.quantization import FORMATS, quantize_model
+
+    for fmt in FORMATS[:6]:
+        kept = quantize_model(LLAMA.summary, LLAMA.spec, fmt)
+        assert kept == quantize_model.__wrapped__(LLAMA.summary, LLAMA.spec, fmt)
+        assert quantize_model(LLAMA.summary, LLAMA.spec, fmt) is kept
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            kept.total_bytes = 0
