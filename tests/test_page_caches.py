@@ -136,3 +136,11 @@ def test_a_kept_quantized_count_is_the_computed_one():
         assert quantize_model(LLAMA.summary, LLAMA.spec, fmt) is kept
         with pytest.raises(dataclasses.FrozenInstanceError):
             kept.total_bytes = 0
+
+
+def test_widgets_draw_charts_through_show_chart():
+    from pathlib import Path
+
+    widgets = Path(__file__).resolve().parent.parent / "guide"
+    direct = [p.name for p in widgets.rglob("*.py") if p.name != "charts.py" and "st.plotly_chart(" in p.read_text()]
+    assert direct == [], f"draw with guide.charts.show_chart (built once per drawing): {direct}"
