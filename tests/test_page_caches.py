@@ -84,7 +84,7 @@ def test_an_argument_that_cannot_be_compared_is_drawn_not_kept():
     assert kept_figure(drawing) is not kept_figure(drawing)
     assert list(kept_figure(drawing).data[0].y) == [1.0, 2.0, 3.0]
     with pytest.raises(AttributeError):
-        Drawing().write_html  # only the calls it can replay
+        Drawing().write_html("chart.html")  # only the calls it can replay
 
 
 def _two_charts() -> None:
