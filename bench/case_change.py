@@ -4,7 +4,11 @@ whole and under cProfile, its own time split by where the code lives (the engine
 figures in plotly, Streamlit itself, the guide's UI layer, the rest), with each widget's time
 and the number of elements the page sends.
 
-    python -m bench case_change [--slug oom] [--runs 5]
+    python -m bench case_change [--slug oom] [--runs 5]    (--slug "" for the home page)
+
+The change goes to the case's batch, or its users, or its GPU (the first the bar shows).
+CPU time (the process's, all threads) is given beside the wall time: on a shared machine it
+moves less.
 """
 
 from __future__ import annotations
@@ -68,6 +72,16 @@ def _instrument(times: dict[str, list[float]], profiles: list):
     return original, original_page, profiled
 
 
+def _change(at, step: int) -> None:
+    """The case's batch when the chapter's bar has one, else its users, else its GPU."""
+    if any(w.key == "case_batch" for w in at.number_input):
+        at.number_input(key="case_batch").set_value(1 + step).run()
+    elif any(w.key == "case_users" for w in at.number_input):
+        at.number_input(key="case_users").set_value(1 + step).run()
+    else:
+        at.selectbox(key="case_gpu").set_value(("l4", "h100", "rtx3090", "a100-80gb")[step % 4]).run()
+
+
 def measure(slug: str = "oom", runs: int = 5) -> dict:
     from tests.apptest import open_page
     import guide.render as render
@@ -79,22 +93,23 @@ def measure(slug: str = "oom", runs: int = 5) -> dict:
     widget_times: dict[str, list[float]] = {}
     profiles: list = []
     originals = _instrument(widget_times, profiles)
-    totals, splits = [], []
+    totals, cpu, splits = [], [], []
     try:
         for run in range(2 * runs):  # timed runs first (no profiler), then profiled ones
             profiling = run >= runs
             if profiling:
                 render.render_page = originals[2]
-            start = time.perf_counter()
-            at.number_input(key="case_batch").set_value(2 + run).run()
+            start, start_cpu = time.perf_counter(), time.process_time()
+            _change(at, 2 + run)
             if profiling:
                 splits.append(_split(profiles[-1]))
             else:
                 totals.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - start_cpu)
     finally:
         render.render_widget, render.render_page = originals[:2]
     places = sorted({p for s in splits for p in s}, key=lambda p: -statistics.median(s.get(p, 0) for s in splits))
-    return {"slug": slug, "runs": runs, "median_s": statistics.median(totals),
+    return {"slug": slug, "runs": runs, "median_s": statistics.median(totals), "cpu_s": statistics.median(cpu),
             "split_s": {p: statistics.median(s.get(p, 0.0) for s in splits) for p in places},
             "widgets_s": {name: statistics.median(ts) for name, ts in widget_times.items()},
             "elements": _elements(at)}
@@ -106,8 +121,8 @@ def main(options: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args(options or [])
     result = measure(args.slug, args.runs)
-    print(f"{result['slug']}: a case change reruns in {result['median_s']:.2f} s (median of {result['runs']},"
-          f" AppTest); {result['elements']} elements on the page")
+    print(f"{result['slug'] or 'home'}: a case change reruns in {result['median_s']:.2f} s (median of {result['runs']},"
+          f" AppTest; {result['cpu_s']:.2f} s of CPU); {result['elements']} elements on the page")
     print("own time by place, under cProfile (which slows it; median, s):")
     for place, seconds in result["split_s"].items():
         print(f"  {place:<24} {seconds:6.3f}")

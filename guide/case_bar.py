@@ -55,7 +55,8 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
 def carried_query(lang: str) -> dict[str, str]:
     """What a link to another chapter carries: the language and the case the reader set, as
     the case reads it (a GPU typed "4090" travels as rtx4090; a value it refused stays behind)."""
-    sent = tuple((name, str(values[-1])) for name in CASE_PARAMS if (values := st.query_params.get_all(name)))
+    query = st.query_params.to_dict()  # each value the last one given; one read, not one per name
+    sent = tuple((name, str(query[name])) for name in CASE_PARAMS if name in query)
     return dict(_carried(lang, sent))  # a copy: callers may add to it
 
 

@@ -1,13 +1,102 @@
-"""Plotly figures with the reader's units and labels. Data in, figure out."""
+"""Plotly figures with the reader's units and labels. Data in, figure out.
+
+A figure is written down as the calls that draw it (`Drawing`: add_bar, update_layout...) and
+built with plotly by `show_chart` only the first time those exact calls are made: plotly checks
+every property it is given (~40 ms a figure on a quiet 2-core machine, several per chapter),
+and a case change redraws every chart of the page, most of them with the same calls as before.
+"""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import plotly.graph_objects as go
+import streamlit as st
 
 GIB = 2**30
+# The figure methods a drawing takes down; each is replayed on a go.Figure, in order.
+METHODS = frozenset({"add_bar", "add_scatter", "add_hline", "add_vline", "update_layout", "update_xaxes",
+                     "update_yaxes"})
+SCALARS = (str, int, float, bool, type(None))
+KEPT_FIGURES = 64  # built figures kept (a chapter draws at most ~6; a few readers' cases at once)
 
 
-def base_layout(fig: go.Figure, x_title: str, y_title: str, lang: str = "en", height: int = 380) -> go.Figure:
+class Drawing:
+    """The calls that draw a figure, in order; `key()` is them as one hashable value."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __getattr__(self, name: str):
+        if name not in METHODS:
+            raise AttributeError(name)
+
+        def record(*args, **kwargs) -> Drawing:
+            self.calls.append((name, args, kwargs))
+            return self
+        return record
+
+    def key(self) -> tuple:
+        return tuple((name, frozen(args), frozen(kwargs)) for name, args, kwargs in self.calls)
+
+    def figure(self) -> go.Figure:
+        """The plotly figure these calls draw (a new one each time)."""
+        fig = go.Figure()
+        for name, args, kwargs in self.calls:
+            getattr(fig, name)(*args, **kwargs)
+        return fig
+
+
+def frozen(value):
+    """A hashable copy of a call's arguments that two calls share only when plotly would get
+    the same values: each number keeps its type (1, 1.0 and True draw differently). Anything
+    else (a numpy array, a plotly object) raises TypeError, and that figure is not kept."""
+    if type(value) in SCALARS:
+        return (type(value), value)
+    if type(value) in (list, tuple):
+        return (type(value), tuple(frozen(item) for item in value))
+    if type(value) is dict:
+        return (dict, tuple((key, frozen(item)) for key, item in value.items()))
+    raise TypeError(f"a figure argument of type {type(value).__name__}")
+
+
+class _Keyed:
+    """A drawing as a cache key: equal when the calls are; it keeps the first drawing's calls."""
+
+    __slots__ = ("drawing", "frozen", "hash")
+
+    def __init__(self, drawing: Drawing, key: tuple) -> None:
+        self.drawing, self.frozen, self.hash = drawing, key, hash(key)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Keyed) and other.frozen == self.frozen
+
+
+@lru_cache(maxsize=KEPT_FIGURES)
+def _built(keyed: _Keyed) -> go.Figure:
+    # Never handed out: st.plotly_chart only reads it (to_dict() copies), so sessions share it safely.
+    return keyed.drawing.figure()
+
+
+def kept_figure(drawing: Drawing) -> go.Figure:
+    """The figure the drawing makes: the one built the first time its calls were made (read it,
+    never change it), or a new one when an argument cannot be compared (a numpy array)."""
+    try:
+        key = drawing.key()
+    except TypeError:
+        return drawing.figure()
+    return _built(_Keyed(drawing, key))
+
+
+def show_chart(drawing: Drawing, key: str) -> None:
+    """Draw the figure on the page, without plotly's mode bar."""
+    st.plotly_chart(kept_figure(drawing), config={"displayModeBar": False}, key=key)
+
+
+def base_layout(fig: Drawing, x_title: str, y_title: str, lang: str = "en", height: int = 380) -> Drawing:
     fig.update_layout(
         separators=", " if lang == "fr" else ".,",  # decimal mark, then thousands separator
         height=height, margin=dict(l=10, r=10, t=30, b=10), xaxis_title=x_title, yaxis_title=y_title,
@@ -16,16 +105,20 @@ def base_layout(fig: go.Figure, x_title: str, y_title: str, lang: str = "en", he
     return fig
 
 
-def capacity_line(fig: go.Figure, capacity_bytes: int, label: str) -> None:
+def capacity_line(fig: Drawing, capacity_bytes: int, label: str) -> None:
     fig.add_hline(y=capacity_bytes / GIB, line_dash="dash", line_color="#d62728",
                   annotation_text=label, annotation_position="top left")
 
 
-def stacked_memory(x: list, parts: dict[str, list[int]], x_title: str, y_title: str, lang: str = "en") -> go.Figure:
-    """Stacked bars of byte counts (shown in GiB)."""
-    fig = go.Figure()
+def stacked_memory(x: list, parts: dict[str, list[int]], x_title: str, y_title: str, lang: str = "en",
+                   colors: dict[str, str] | None = None) -> Drawing:
+    """Stacked bars of byte counts (shown in GiB); `colors`: a bar colour per part's name."""
+    fig = Drawing()
     for name, values in parts.items():
-        fig.add_bar(x=x, y=[v / GIB for v in values], name=name)
+        if colors and name in colors:
+            fig.add_bar(x=x, y=[v / GIB for v in values], name=name, marker_color=colors[name])
+        else:
+            fig.add_bar(x=x, y=[v / GIB for v in values], name=name)
     fig.update_layout(barmode="stack", legend_traceorder="normal")
     fig.update_xaxes(type="category")  # batch sizes 1, 2, 4... evenly spaced, not on a linear scale
     return base_layout(fig, x_title, y_title, lang)

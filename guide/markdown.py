@@ -96,6 +96,8 @@ def localize_links(markdown: str, lang: str, slugs: set[str], carried: dict[str,
     with whatever else the reader carries from page to page (the case: model, gpu...).
     `(home)` is the home page. Links that are not chapter slugs are left alone, and so are
     links inside the same page, `(#anchor)`, which the browser scrolls to by itself."""
+    if "](" not in markdown:  # most UI strings have no link: ~600 a page run
+        return markdown
     query = urlencode({**(carried or {}), "lang": lang}, safe="/")
 
     def rewrite(match: re.Match) -> str:

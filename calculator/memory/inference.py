@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 import math
 
 from calculator.core import limits
+from calculator.core.memo import kept_by_inputs
 from calculator.memory.activations import Phase, forward_phases
 from calculator.models.architecture import ArchSpec, attention_run
 from calculator.core.errors import CalculatorError, Grouped
@@ -223,6 +224,9 @@ def weights_of(summary: ModelSummary, spec: ArchSpec, dtype: str, group_size: in
     return summary.total_bytes_at(dtype), dtype
 
 
+# ~1.6 KB an entry (measured with tracemalloc): a chapter's rerun asks a few hundred peaks;
+# the last 4,096 cover several readers' cases at once (~7 MB at most).
+@kept_by_inputs(maxsize=4096)
 def inference_memory(summary: ModelSummary, spec: ArchSpec, batch: int, context: int | None = None,
                      dtype: str = "bfloat16", kv_dtype: str | None = None, attention: str = "sdpa",
                      mode: str | None = None, kv_layout: str = "transformers", *, prompt: int | None = None,

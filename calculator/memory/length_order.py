@@ -15,6 +15,11 @@ import random
 from statistics import NormalDist
 from collections.abc import Callable
 
+from calculator.core.gpus import Gpu
+from calculator.core.memo import kept_by_inputs
+from calculator.models.architecture import ArchSpec
+from calculator.models.summary import ModelSummary
+
 ORDERS = ("shuffled", "shortest_first", "longest_first")
 MAX_SAMPLES = 200_000
 
@@ -71,10 +76,43 @@ def padded_batches(lengths: list[int], batch: int) -> list[int]:
 def simulate(lengths: list[int], batch: int, limit: int, seconds_for: Callable[[int], float]) -> list[OrderRun]:
     """Each order's batches, the time each ends, and the first batch whose padded length
     passes `limit` (the longest context that fits at this batch size)."""
+    return _runs({order: padded_batches(ordered(lengths, order), batch) for order in ORDERS}, limit, seconds_for)
+
+
+def simulate_sampled(summary: ModelSummary, spec: ArchSpec, gpu: Gpu, dtype: str, batch: int, count: int,
+                     median: int, longest: int, limit: int) -> tuple[OrderRun, ...]:
+    """`simulate` on sample_lengths(count, median, longest), each batch timed by its prefill
+    on the card; kept by its inputs when it is not too large (a case change reruns the page
+    with the same ones)."""
+    count = max(1, min(count, MAX_SAMPLES))
+    run = _sampled if -(-count // batch) > KEPT_BATCHES else _kept_sampled
+    return run(summary, spec, gpu, dtype, batch, count, median, longest, limit)
+
+
+def _sampled(summary, spec, gpu, dtype, batch, count, median, longest, limit) -> tuple[OrderRun, ...]:
+    from calculator.memory.speed import prefill
+
+    batches = {order: padded_batches(list(lengths), batch) for order, lengths in _orders(count, median, longest)}
+    return tuple(_runs(batches, limit, lambda t: prefill(summary, spec, gpu, dtype, batch, t).seconds))
+
+
+# A kept run holds each order's batches as Python numbers (~190 bytes a batch for the three,
+# measured with tracemalloc):
+# runs of at most KEPT_BATCHES batches are kept, two at most (~22 MB).
+KEPT_BATCHES = 60_000
+_kept_sampled = kept_by_inputs(maxsize=2)(_sampled)
+
+
+@lru_cache(maxsize=2)  # the orders do not depend on the batch: a batch change sorts nothing again
+def _orders(count: int, median: int, longest: int) -> tuple[tuple[str, array], ...]:
+    lengths = list(_quantile_lengths(count, median, longest))
+    return tuple((order, array("l", ordered(lengths, order))) for order in ORDERS)
+
+
+def _runs(batches: dict[str, list[int]], limit: int, seconds_for: Callable[[int], float]) -> list[OrderRun]:
     cache: dict[int, float] = {}
     runs = []
-    for order in ORDERS:
-        padded = padded_batches(ordered(lengths, order), batch)
+    for order, padded in batches.items():
         ends, elapsed = [], 0.0
         for length in padded:
             if length not in cache:

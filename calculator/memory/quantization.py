@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 import math
 
+from calculator.core.memo import kept_by_inputs
 from calculator.models.architecture import ArchSpec
 from calculator.core.errors import CalculatorError
 from calculator.models.summary import Linear, ModelSummary
@@ -336,6 +337,7 @@ def gguf_head_type(block_type: str, summary: ModelSummary, spec: ArchSpec) -> st
     return "Q6_K"
 
 
+@kept_by_inputs(maxsize=512)  # a model's ~40 formats, for a dozen models; the result is frozen numbers
 def quantize_model(summary: ModelSummary, spec: ArchSpec, fmt: QuantFormat | str,
                    group_size: int = DEFAULT_GROUP_SIZE) -> QuantizedModel:
     """The model's weights stored in `fmt`: each quantized matrix from its real shape, every

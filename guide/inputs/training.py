@@ -56,11 +56,9 @@ def peak_parts(memories: list[TrainingMemory]) -> dict[str, list[int]]:
 def component_chart(ctx: Context, x: list, parts: dict[str, list[int]], x_title: str):
     """Stacked bars of the components, with the chapter's colours; empty components hidden."""
     shown = {name: values for name, values in parts.items() if any(values)}
-    fig = stacked_memory(x, {ctx.t(f"training.part_{name}"): values for name, values in shown.items()},
-                         x_title, ctx.t("common.memory_axis"), ctx.lang)
-    for trace, name in zip(fig.data, shown):
-        trace.marker.color = COLORS[name]
-    return fig
+    labels = {name: ctx.t(f"training.part_{name}") for name in shown}
+    return stacked_memory(x, {labels[name]: values for name, values in shown.items()}, x_title,
+                          ctx.t("common.memory_axis"), ctx.lang, colors={labels[name]: COLORS[name] for name in shown})
 
 
 def moment(ctx: Context, memory: TrainingMemory) -> str:

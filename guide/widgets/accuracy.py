@@ -4,12 +4,11 @@ Everything shown is read from the result files (calculator/answers/accuracy.py);
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from bench import RESULTS_DIR
 from calculator.answers.accuracy import KINDS, ResultRow, ResultRun, latest_runs, summarize
-from guide.charts import base_layout
+from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_number, format_percent
 from guide.widgets import Context, Param, Widget
 
@@ -99,10 +98,10 @@ def rows_table(ctx: Context, run: ResultRun, rows: list[ResultRow]) -> list[dict
     } for r in rows]
 
 
-def chart(ctx: Context, rows: list[ResultRow]) -> go.Figure:
+def chart(ctx: Context, rows: list[ResultRow]) -> Drawing:
     """Predicted against measured, log-log, one colour per kind, the diagonal where they agree."""
     lang = ctx.lang
-    fig = go.Figure()
+    fig = Drawing()
     for kind in KINDS:
         chosen = [r for r in rows if r.kind == kind]
         if not chosen:
@@ -144,7 +143,7 @@ def render(ctx: Context) -> None:
             st.info(ctx.t("accuracy.no_rows"))
             continue
         st.dataframe(summary_table(ctx, rows), hide_index=True)
-        st.plotly_chart(chart(ctx, rows), config={"displayModeBar": False}, key=f"acc_chart_{run.device_type}")
+        show_chart(chart(ctx, rows), key=f"acc_chart_{run.device_type}")
         st.caption(ctx.t("accuracy.chart_caption"))
         st.dataframe(rows_table(ctx, run, rows), hide_index=True)
     if all(run.device_type != "cuda" for run in runs):

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.budget import Budget
 from calculator.core.errors import CalculatorError
 from calculator.training import ATTENTION, CHECKPOINTING, activation_model, korthikanti_layer_bytes, \
     largest_micro_batch, training_memory
-from guide.charts import GIB, base_layout, capacity_line
+from guide.charts import GIB, Drawing, base_layout, capacity_line, show_chart
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.inputs.training import positions_note, softcap_caveat, training_case
@@ -50,7 +49,7 @@ def render(ctx: Context) -> None:
         show_error(ctx, error)
         return
     lengths = sequence_lengths(sequence, model.spec.max_positions)
-    fig = go.Figure()
+    fig = Drawing()
     labels = [format_number(n, 0, lang) for n in lengths]
     for mode in CHECKPOINTING:
         peaks = [training_memory(model.summary, model.spec, replace(base, checkpointing=mode, sequence=n),
@@ -59,7 +58,7 @@ def render(ctx: Context) -> None:
     fig.update_xaxes(type="category")
     base_layout(fig, ctx.t("training.sequence"), ctx.t("common.memory_axis"), lang, height=340)
     capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="ac_chart")
+    show_chart(fig, key="ac_chart")
 
     columns = st.columns(3)
     largest = {}

@@ -14,7 +14,7 @@ from calculator.memory.speed import decode_step, generation
 from calculator.answers.verdicts import compute_dtype_for, largest_batch_answer
 from calculator.memory.workload_speed import workload_speed
 from calculator.memory.workloads import shape
-from guide.charts import capacity_line, stacked_memory
+from guide.charts import capacity_line, show_chart, stacked_memory
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, readings_row
@@ -87,7 +87,7 @@ def render(ctx: Context) -> None:
          ctx.t("batch_size.activations"): [m.activation_peak_bytes for m in memories]},
         ctx.t("batch_size.x_axis"), ctx.t("common.memory_axis"), lang)
     capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="bs_chart")
+    show_chart(fig, key="bs_chart")
     chosen = memories[sizes.index(inputs.batch)]
     readings_row(ctx, readings_of(chosen, budget), gpu)
     tokens = format_number(chosen.context, 0, lang)

@@ -3,13 +3,12 @@ with the GPU's capacity and the largest context that fits."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.budget import Budget, readings_of
 from calculator.memory.inference import inference_memory
 from calculator.answers.verdicts import largest_context_answer
-from guide.charts import GIB, base_layout, capacity_line
+from guide.charts import GIB, Drawing, base_layout, capacity_line, show_chart
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, readings_row
@@ -68,7 +67,7 @@ def render(ctx: Context) -> None:
     shown = shown_span(span, largest)
     points = context_points(shown, largest)
     memories = [inference_memory(summary, spec, batch, **_lengths(work, t), **options) for t in points]
-    fig = go.Figure()
+    fig = Drawing()
     parts = (("oom.weights", "weights_bytes"), ("oom.kv_cache", "kv_cache_bytes"),
              ("oom.activations", "activation_peak_bytes"))
     for (label, field), color in zip(parts, COLORS):
@@ -82,7 +81,7 @@ def render(ctx: Context) -> None:
                       annotation_position="top right")
     x_axis = ctx.t("workload_memory.encoder_axis" if work.workload == "seq2seq" else "context_memory.x_axis")
     base_layout(fig, x_axis, ctx.t("common.memory_axis"), lang)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="cm_chart")
+    show_chart(fig, key="cm_chart")
     if shown < span:
         st.caption(ctx.t("context_memory.shown", shown=format_count(shown, lang), span=format_count(span, lang)))
     _verdict(ctx, model, gpu, batch, answer, span, memories[0], options, capacity, work)

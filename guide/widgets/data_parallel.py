@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.limits import high
 from calculator.memory.speed import NETWORKS_GBS
 from calculator.answers.verdicts import data_parallel_answer
 from calculator.memory.workloads import shape
-from guide.charts import base_layout
+from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, tokens_input
@@ -78,11 +77,11 @@ def render(ctx: Context) -> None:
     m2.metric(ctx.t("data_parallel.k_gpus", k=k), duration(final, ctx))
     m3.metric(ctx.t("data_parallel.speedup"), f"×{format_number(single / final, 1, ctx.lang)}")
     st.caption(detail)
-    fig = go.Figure(go.Scatter(x=labels, y=[single / t for t in times], mode="lines+markers",
-                               name=ctx.t("data_parallel.speedup")))
+    fig = Drawing().add_scatter(x=labels, y=[single / t for t in times], mode="lines+markers",
+                                name=ctx.t("data_parallel.speedup"))
     fig.add_scatter(x=labels, y=labels, mode="lines", line_dash="dot", name=ctx.t("data_parallel.ideal"))
     base_layout(fig, ctx.t("data_parallel.x_axis"), ctx.t("data_parallel.speedup"), ctx.lang, height=320)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="dp_chart")
+    show_chart(fig, key="dp_chart")
 
 
 WIDGET = Widget(

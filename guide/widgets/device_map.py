@@ -5,7 +5,6 @@ kept unquantized, the cost of streaming them, and the code that loads it."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.errors import CalculatorError
@@ -13,7 +12,7 @@ from calculator.distributed.offload import QUANTIZATIONS, compact_map, default_g
 from calculator.distributed.offload_plan import plan_config
 from calculator.core.precision import FLOAT_DTYPES
 from calculator.answers.verdicts import offload_limits
-from guide.charts import GIB, base_layout
+from guide.charts import GIB, Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs, tokens_input, url_choice
@@ -113,7 +112,7 @@ def render(ctx: Context) -> None:
 
 def _chart(ctx: Context, plan) -> None:
     lang = ctx.lang
-    fig = go.Figure()
+    fig = Drawing()
     for device, size in plan.bytes_by_device.items():
         kind = device if device in ("cpu", "disk") else "gpu"
         fig.add_bar(x=[size / GIB], y=[""], orientation="h", name=_device_label(device, ctx),
@@ -123,7 +122,7 @@ def _chart(ctx: Context, plan) -> None:
     fig.update_layout(barmode="stack", showlegend=False)
     base_layout(fig, ctx.t("common.memory_axis"), "", lang, height=160)
     fig.update_layout(hovermode="closest")
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="om_chart")
+    show_chart(fig, key="om_chart")
 
 
 def _verdict(ctx: Context, plan, cost, disk_gib: int | None, cpu_limit: int | None, disk_short: bool) -> None:

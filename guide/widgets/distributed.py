@@ -9,7 +9,7 @@ from calculator.answers.training_json import STRATEGY_LABELS, fewest_pick
 from calculator.core.budget import Budget
 from calculator.core.errors import CalculatorError
 from calculator.training import STRATEGIES, fewest_gpus, strategy_layout, training_memory
-from guide.charts import GIB, capacity_line
+from guide.charts import GIB, capacity_line, show_chart
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.training import component_chart, number, peak_parts, positions_note, \
@@ -54,7 +54,7 @@ def render(ctx: Context) -> None:
     highest = max(m.total_bytes for _, m in usable)
     if highest > 4 * budget.usable_bytes:  # bars far above the GPU are cut: the table gives their size
         fig.update_yaxes(range=[0, 4 * budget.usable_bytes / GIB])
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="di_chart")
+    show_chart(fig, key="di_chart")
     rows = []
     for strategy, memory, fewest in results:
         rows.append({

@@ -6,7 +6,6 @@ fit table and chart against the GPUs, the counts and the shape, and the take-awa
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.budget import Budget
@@ -16,7 +15,7 @@ from calculator.core.gpus import gpus
 from calculator.models.seam import Model, catalog_model, resolve, resolve_upload
 from calculator.core.precision import DEFAULT_DTYPES
 from guide.case import dtype_choices
-from guide.charts import GIB, base_layout, capacity_line
+from guide.charts import GIB, Drawing, base_layout, capacity_line, show_chart
 from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, share_note, show_error
 from guide.widgets import gpu_name
@@ -162,7 +161,7 @@ def _fit(ctx: Context, rows, cards, summary, spec) -> None:
     st.caption(ctx.t("estimator.fit_note"))
     st.dataframe(loaded, hide_index=True, key="es_readings")
     st.caption(ctx.t("readings.explain"))
-    fig = go.Figure()
+    fig = Drawing()
     fig.add_bar(x=[r.dtype for r in rows], y=[r.total_bytes / GIB for r in rows], name=ctx.t("estimator.bar_total"),
                 marker_color="#3366cc")
     fig.add_bar(x=[r.dtype for r in rows], y=[r.rule_of_thumb_bytes / GIB for r in rows],
@@ -172,7 +171,7 @@ def _fit(ctx: Context, rows, cards, summary, spec) -> None:
                                                     size=format_bytes(card.usable_bytes, lang)))
     fig.update_layout(barmode="group")
     base_layout(fig, ctx.t("common.dtype"), ctx.t("common.memory_axis"), lang)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="es_chart")
+    show_chart(fig, key="es_chart")
 
 
 def _exports(ctx: Context, counted: Model, rows, headers, cells) -> None:

@@ -3,13 +3,12 @@ search picks when it probes with typical samples."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.budget import Budget, readings_of
 from calculator.memory.inference import inference_memory
 from calculator.answers.verdicts import largest_batch_answer
-from guide.charts import base_layout
+from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, tokens_input
@@ -65,11 +64,11 @@ def render(ctx: Context) -> None:
     m1, m2 = st.columns(2)
     m1.metric(ctx.t("largest_batch.metric_longest", tokens=format_count(longest, lang)), format_count(at_longest, lang))
     m2.metric(ctx.t("largest_batch.metric_typical", tokens=format_count(typical, lang)), format_count(at_typical, lang))
-    fig = go.Figure(go.Bar(x=[format_count(t, lang) for t in lengths], y=batches, marker_color="#3366cc",
-                           text=[format_count(b, lang) for b in batches], textposition="outside"))
+    fig = Drawing().add_bar(x=[format_count(t, lang) for t in lengths], y=batches, marker_color="#3366cc",
+                            text=[format_count(b, lang) for b in batches], textposition="outside")
     fig.update_xaxes(type="category")
     base_layout(fig, ctx.t("largest_batch.x_axis"), ctx.t("largest_batch.y_axis"), lang, height=320)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="lb_chart")
+    show_chart(fig, key="lb_chart")
     if at_longest and work.workload == "generation":  # the command's --context reads a generation's tokens
         answer_with(ctx, inference_answer(model, gpu, at_longest, longest, options))
     if not at_longest:

@@ -10,7 +10,7 @@ import streamlit as st
 from calculator.core.budget import Budget
 from calculator.core.errors import CalculatorError
 from calculator.training import METHODS, compare_methods, kbit_upcast_bytes, unconverted_expert_parameters
-from guide.charts import capacity_line
+from guide.charts import capacity_line, show_chart
 from guide.format import escape_markdown, format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.training import component_chart, number, peak_parts, positions_note, \
@@ -52,7 +52,7 @@ def render(ctx: Context) -> None:
     labels = {m: ctx.t(f"training.method_{m}") for m in METHODS}
     fig = component_chart(ctx, list(labels.values()), peak_parts([methods[m].memory for m in METHODS]), "")
     capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="lo_chart")
+    show_chart(fig, key="lo_chart")
     rows = []
     for method in METHODS:
         compared = methods[method]

@@ -5,13 +5,12 @@ the page shows figures it formatted itself, never the text."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.errors import CalculatorError
 from calculator.memory.oom_case import case_lines, read_against_case
 from calculator.memory.oom_message import Reading, read
-from guide.charts import GIB, base_layout
+from guide.charts import GIB, Drawing, base_layout, show_chart
 from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget
 
@@ -59,7 +58,7 @@ def _show(ctx: Context, reading: Reading) -> None:
                       style=ctx.t(f"oom_message.style_{r.style}")))
     st.dataframe([{ctx.t("oom_message.col_what"): k, ctx.t("oom_message.col_size"): v} for k, v in rows],
                  hide_index=True)
-    st.plotly_chart(_card_chart(ctx, reading), config={"displayModeBar": False}, key="om_chart")
+    show_chart(_card_chart(ctx, reading), key="om_chart")
     for i, cause in enumerate(reading.causes):
         message = ctx.t(f"oom_message.cause_{cause.key}", **{k: size(v) for k, v in cause.params.items()})
         (st.warning if i == 0 else st.info)(message)
@@ -83,13 +82,13 @@ def _against_case(ctx: Context, report) -> None:
     st.info("\n\n".join([heading, *lines]))  # the lines are our own sentences and figures
 
 
-def _card_chart(ctx: Context, reading: Reading) -> go.Figure:
+def _card_chart(ctx: Context, reading: Reading) -> Drawing:
     """The card as one bar: PyTorch's tensors, its unused reserve, what is outside it, free;
     and beside it, the request that failed."""
     r = reading.report
     parts = [("oom_message.allocated", r.allocated, "#3366cc"), ("oom_message.unallocated", r.reserved_unallocated, "#9ecae1"),
              ("oom_message.outside", r.outside_pytorch or 0, "#ff7f0e"), ("oom_message.free", r.free or 0, "#d9d9d9")]
-    fig = go.Figure()
+    fig = Drawing()
     card = ctx.t("oom_message.bar_card")
     for key, value, color in parts:
         fig.add_bar(y=[card], x=[value / GIB], name=ctx.t(key), orientation="h", marker_color=color)

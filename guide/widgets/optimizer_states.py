@@ -10,6 +10,7 @@ from dataclasses import replace
 from calculator.training import OPTIMIZERS, training_memory
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget
+from guide.charts import show_chart
 from guide.inputs.training import component_chart, training_case
 
 
@@ -27,7 +28,7 @@ def render(ctx: Context) -> None:
              "gradients": [m.gradients_bytes for m in memories],
              "optimizer": [m.optimizer_bytes for m in memories]}
     fig = component_chart(ctx, list(OPTIMIZERS), parts, ctx.t("training.optimizer"))
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="os_chart")
+    show_chart(fig, key="os_chart")
     rows = []
     for name, memory in zip(OPTIMIZERS, memories):
         rows.append({

@@ -3,12 +3,11 @@ comes from, drawn from a simulation of the stages (GPipe or 1F1B)."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.distributed.parallel import (SCHEDULES, bubble_fraction, peak_in_flight, pipeline_schedule,
                                  schedule_idle_fraction)
-from guide.charts import base_layout
+from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_number, format_percent
 from guide.widgets import Context, Param, Widget
 from guide.inputs.common import tokens_input
@@ -16,9 +15,9 @@ from guide.inputs.common import tokens_input
 PALETTE = ["#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00"]
 
 
-def timeline(slots, stages: int, ctx: Context) -> go.Figure:
+def timeline(slots, stages: int, ctx: Context) -> Drawing:
     """One row per stage, one box per forward (solid) or backward (hatched) of a micro-batch."""
-    fig = go.Figure()
+    fig = Drawing()
     for phase in ("F", "B"):
         chosen = [s for s in slots if s.phase == phase]
         fig.add_bar(
@@ -52,13 +51,13 @@ def render(ctx: Context) -> None:
     m1.metric(ctx.t("parallelism.bubble"), format_percent(formula, lang))
     m2.metric(ctx.t("parallelism.measured"), format_percent(measured, lang))
     m3.metric(ctx.t("parallelism.in_flight"), peak_in_flight(slots, 0))
-    st.plotly_chart(timeline(slots, stages, ctx), config={"displayModeBar": False}, key="pb_timeline")
+    show_chart(timeline(slots, stages, ctx), key="pb_timeline")
     counts = list(range(1, 65))
-    curve = go.Figure(go.Scatter(x=counts, y=[100 * bubble_fraction(stages, m) for m in counts], mode="lines",
-                                 name=ctx.t("parallelism.bubble")))
+    curve = Drawing().add_scatter(x=counts, y=[100 * bubble_fraction(stages, m) for m in counts], mode="lines",
+                                  name=ctx.t("parallelism.bubble"))
     curve.add_scatter(x=[micro], y=[100 * formula], mode="markers", marker_size=11, name=ctx.t("parallelism.you"))
     base_layout(curve, ctx.t("parallelism.micro_batches"), ctx.t("parallelism.bubble_axis"), lang, height=280)
-    st.plotly_chart(curve, config={"displayModeBar": False}, key="pb_curve")
+    show_chart(curve, key="pb_curve")
     st.caption(ctx.t("parallelism.bubble_caption", p=stages, m=micro,
                      fraction=format_number(100 * formula, 1, lang), needed=4 * stages))
 

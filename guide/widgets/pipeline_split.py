@@ -8,7 +8,7 @@ import streamlit as st
 from calculator.distributed.parallel import MAX_STAGES, tied_head_copy_bytes
 from calculator.memory.quantization import storage_dtype
 from calculator.answers.verdicts import pipeline_answer
-from guide.charts import capacity_line, stacked_memory
+from guide.charts import capacity_line, show_chart, stacked_memory
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, tokens_input
@@ -49,7 +49,7 @@ def render(ctx: Context) -> None:
     parts = {name: values for name, values in parts.items() if any(values)}
     fig = stacked_memory(labels, parts, ctx.t("parallelism.gpu_axis"), ctx.t("common.memory_axis"), lang)
     capacity_line(fig, usable, ctx.t("common.usable_on", gpu=gpu.name))
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="pp_chart")
+    show_chart(fig, key="pp_chart")
     st.dataframe([{
         ctx.t("parallelism.col_gpu"): label,
         ctx.t("parallelism.col_from"): s.first,

@@ -3,7 +3,6 @@ one model: weights, the factor from float32, and the memory-bound decoding step.
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.budget import Budget
@@ -11,7 +10,7 @@ from calculator.memory.estimate import fit_verdict, weight_rounding
 from calculator.core.precision import rule_of_thumb_bytes
 from calculator.memory.quantization import ladder
 from calculator.memory.speed import decode_step
-from guide.charts import GIB, base_layout, capacity_line
+from guide.charts import GIB, Drawing, base_layout, capacity_line, show_chart
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param
 from guide.inputs.common import case_inputs
@@ -39,11 +38,11 @@ def render(ctx: Context) -> None:
             ctx.t("quantization.col_step"): format_number(step.seconds * 1000, 2, lang),
         })
     st.dataframe(rows, hide_index=True)
-    fig = go.Figure(go.Bar(x=[d for d, _, _ in steps], y=[s / GIB for s in sizes], marker_color=COLOURS,
-                           text=[format_bytes(s, lang) for s in sizes], textposition="outside"))
+    fig = Drawing().add_bar(x=[d for d, _, _ in steps], y=[s / GIB for s in sizes], marker_color=COLOURS,
+                            text=[format_bytes(s, lang) for s in sizes], textposition="outside")
     capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     base_layout(fig, ctx.t("common.dtype"), ctx.t("common.memory_axis"), lang, height=320)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="ql_chart")
+    show_chart(fig, key="ql_chart")
     bf16 = decode_step(model.summary, model.spec, gpu, "bfloat16", 1, 1024)
     int4 = decode_step(model.summary, model.spec, gpu, "int4", 1, 1024)
     st.caption(ctx.t("quantization.ladder_caption", gpu=gpu.name,

@@ -3,14 +3,13 @@ the case's GPU, batch and lengths; whether each fits, with the headroom."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.budget import Budget, readings_of
 from calculator.memory.inference import inference_memory
 from calculator.memory.workload_speed import workload_speed
 from calculator.memory.workloads import shape
-from guide.charts import base_layout
+from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs
@@ -43,10 +42,10 @@ def render(ctx: Context) -> None:
                      ctx.t("precision.col_fits"): MARKS[verdict], **timing})
     st.dataframe(rows, hide_index=True)
     colors = ["#9aa5b1", "#6baed6", "#3366cc", "#2ca02c", "#17becf", "#8c6bb1", "#e6550d"]
-    fig = go.Figure(go.Bar(x=list(SHOWN), y=speeds, marker_color=colors))
+    fig = Drawing().add_bar(x=list(SHOWN), y=speeds, marker_color=colors)
     axis = "precision.speed_axis" if generates else f"batch_size.col_items_{work.workload}"
     base_layout(fig, ctx.t("common.dtype"), ctx.t(axis), lang, height=300)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="pr_chart")
+    show_chart(fig, key="pr_chart")
     bf16, int4 = speeds[SHOWN.index("bfloat16")], speeds[SHOWN.index("int4")]
     st.caption(ctx.t("precision.caption", ratio=format_number(int4 / bf16, 1, lang), gpu=gpu.name)
                + " " + ctx.t("precision.marks", batch=batch))

@@ -3,13 +3,12 @@ from the model's own matrices, and which formats fit."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.memory.format_support import support_of
 from calculator.memory.quantization import DEFAULT_GROUP_SIZE, GGUF_BLOCKS, GROUP_SIZES, shipped_format
 from calculator.answers.verdicts import formats_answer
-from guide.charts import GIB, base_layout, capacity_line
+from guide.charts import GIB, Drawing, base_layout, capacity_line, show_chart
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs
@@ -70,12 +69,12 @@ def render(ctx: Context) -> None:
             ctx.t("quantization.col_loader"): loader_text(ctx, r.format),
         })
     st.dataframe(rows, hide_index=True)
-    fig = go.Figure(go.Bar(x=[r.format for r in results], y=[r.total_bytes / GIB for r in results],
-                           marker_color=[FAMILY_COLOURS[r.family] for r in results]))
+    fig = Drawing().add_bar(x=[r.format for r in results], y=[r.total_bytes / GIB for r in results],
+                            marker_color=[FAMILY_COLOURS[r.family] for r in results])
     fig.update_xaxes(type="category")
     capacity_line(fig, answer.figures["usable_bytes"], ctx.t("common.usable_on", gpu=gpu.name))
     base_layout(fig, ctx.t("quantization.col_format"), ctx.t("common.memory_axis"), lang, height=340)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="qz_chart")
+    show_chart(fig, key="qz_chart")
     fitting, tight = answer.figures["fitting"], answer.figures["tight"]
     run = ctx.t("quantization.run_of", batch=inputs.batch, tokens=format_number(peaks[results[0].format]["context"], 0, lang)) \
         if work.workload == "generation" else ctx.t("quantization.run_of_items", batch=inputs.batch)

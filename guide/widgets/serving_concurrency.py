@@ -3,13 +3,12 @@ their cache in the pool at once, with a shared prompt prefix stored once (prefix
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.errors import CalculatorError
 from calculator.serving.engines import MAX_TOKENS
 from calculator.serving.plan import serve
-from guide.charts import base_layout
+from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs, tokens_input
@@ -55,14 +54,14 @@ def render(ctx: Context) -> None:
               format_bytes(plan.kv_bytes_per_token * context, lang))
     m3.metric(ctx.t("serving.metric_sequences"), format_count(r.sequences, lang))
     labels = [format_count(t, lang) for t in lengths]
-    fig = go.Figure(go.Bar(x=labels, y=curve, name=ctx.t("serving.curve_alone"), marker_color="#5b7db1",
-                           text=[format_count(n, lang) for n in curve], textposition="outside"))
+    fig = Drawing().add_bar(x=labels, y=curve, name=ctx.t("serving.curve_alone"), marker_color="#5b7db1",
+                            text=[format_count(n, lang) for n in curve], textposition="outside")
     if shared:
         fig.add_bar(x=labels, y=shared, name=ctx.t("serving.curve_shared", prefix=format_count(prefix, lang)),
                     marker_color="#2ca02c")
     fig.update_xaxes(type="category")
     base_layout(fig, ctx.t("serving.context_axis"), ctx.t("serving.sequences_axis"), lang, height=340)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="svc_chart")
+    show_chart(fig, key="svc_chart")
     if not r.sequences:
         st.error(ctx.t("serving.none_fits", tokens=format_count(context, lang), gpu=gpu.name,
                        pool=format_count(r.kv_tokens, lang)))

@@ -3,13 +3,12 @@ run's reserve, the non-torch growth, and the KV pool left over, in blocks and to
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.answers.markdown import answer_for
 from calculator.core.errors import CalculatorError
 from calculator.serving.plan import serve
-from guide.charts import GIB, base_layout
+from guide.charts import GIB, Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
@@ -45,14 +44,14 @@ def render(ctx: Context) -> None:
              ("pool", "serving.part_pool", r.kv_pool_bytes_per_gpu),
              ("outside", "serving.part_outside", max(plan.total_bytes_per_gpu - r.requested_bytes_per_gpu
                                                        - (r.activation_reserve_bytes if engine == "sglang" else 0), 0))]
-    fig = go.Figure()
+    fig = Drawing()
     for name, label, size in parts:
         if size > 0:
             fig.add_bar(y=[gpu.name], x=[size / GIB], name=ctx.t(label), orientation="h",
                         marker_color=COLORS[name], hovertemplate="%{x:.2f}")
     fig.update_layout(barmode="stack", legend_traceorder="normal")
     base_layout(fig, ctx.t("common.memory_axis"), "", lang, height=220)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="svm_chart")
+    show_chart(fig, key="svm_chart")
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("serving.metric_pool"), format_bytes(r.kv_pool_bytes_per_gpu, lang))
     m2.metric(ctx.t("serving.metric_tokens"), format_count(r.kv_tokens, lang))

@@ -3,16 +3,14 @@ comes in each order (dataset order, shortest first, longest first)."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calculator.core.budget import Budget
 from calculator.memory.inference import largest_context
-from calculator.memory.length_order import MAX_SAMPLES, sample_lengths, simulate
-from calculator.memory.speed import prefill
+from calculator.memory.length_order import MAX_SAMPLES, simulate_sampled
 from calculator.answers.verdicts import largest_context_answer
 from calculator.memory.workloads import length_of, varies
-from guide.charts import base_layout
+from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_count
 from guide.widgets import Context, Param, Widget, gpu_param
 from guide.inputs.common import case_inputs, tokens_input
@@ -62,10 +60,8 @@ def render(ctx: Context) -> None:
     if median > longest:
         st.info(ctx.t("sort_by_length.median_above_longest"))
     limit = answer_for(inputs, work, longest)
-    lengths = sample_lengths(count, median, longest)
-    runs = simulate(lengths, batch, limit,
-                    lambda t: prefill(model.summary, model.spec, gpu, dtype, batch, t).seconds)
-    fig = go.Figure()
+    runs = simulate_sampled(model.summary, model.spec, gpu, dtype, batch, count, median, longest, limit)
+    fig = Drawing()
     rows = []
     for run in runs:
         name = ctx.t(f"sort_by_length.order_{run.order}")
@@ -76,13 +72,13 @@ def render(ctx: Context) -> None:
             fig.add_scatter(x=[run.seconds_before_oom / 3600], y=[run.padded[run.first_oom]], mode="markers",
                             marker=dict(symbol="x", size=14, color=COLORS[run.order]), showlegend=False,
                             name=ctx.t("sort_by_length.oom_marker"))
-        rows.append(_row(ctx, run, name, batch, len(lengths)))
+        rows.append(_row(ctx, run, name, batch, min(count, MAX_SAMPLES)))
     if limit:
         fig.add_hline(y=limit, line_dash="dash", line_color="#d62728",
                       annotation_text=ctx.t("sort_by_length.limit_line", tokens=format_count(limit, lang)),
                       annotation_position="top left")
     base_layout(fig, ctx.t("sort_by_length.x_axis"), ctx.t("sort_by_length.y_axis"), lang)
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="sl_chart")
+    show_chart(fig, key="sl_chart")
     st.dataframe(rows, hide_index=True)
     _verdict(ctx, runs, limit, batch, longest, gpu.name)
 

@@ -9,7 +9,7 @@ from calculator.core.errors import CalculatorError
 from calculator.memory.inference import can_generate, inference_memory
 from calculator.training import rule_of_thumb_bytes, rule_of_thumb_split
 from calculator.answers.verdicts import largest_micro_batch_answer
-from guide.charts import capacity_line
+from guide.charts import capacity_line, show_chart
 from guide.format import format_billions, format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from calculator.core.budget import Budget
@@ -71,7 +71,7 @@ def render(ctx: Context) -> None:
         parts[name][2] = size
     fig = component_chart(ctx, bars, parts, "")
     capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="tm_chart")
+    show_chart(fig, key="tm_chart")
     readings_row(ctx, budget.readings(memory.total_bytes, memory.steady_bytes), gpu)
 
     rows = [{ctx.t("training.column_part"): ctx.t(f"training.part_{name}"),

@@ -8,7 +8,7 @@ import streamlit as st
 from calculator.core.budget import Budget
 from calculator.core.errors import CalculatorError
 from calculator.training import ZERO_STAGES, Layout, training_memory
-from guide.charts import capacity_line
+from guide.charts import capacity_line, show_chart
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.training import component_chart, number, peak_parts, train_answer, training_case
@@ -54,7 +54,7 @@ def render(ctx: Context) -> None:
         return
     fig = component_chart(ctx, [str(n) for n in counts], peak_parts(memories), ctx.t("zero.x_axis"))
     capacity_line(fig, budget.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
-    st.plotly_chart(fig, config={"displayModeBar": False}, key="ze_chart")
+    show_chart(fig, key="ze_chart")
     last = memories[-1]
     st.markdown(ctx.t(f"zero.formula_{stage}", n=counts[-1], states=format_bytes(last.model_state_bytes, lang)))
     if last.cpu_bytes:

@@ -1,0 +1,162 @@
+"""A case change in a real browser, per chapter (issue 26.1): for every chapter with a case
+bar, Chromium opens it, then a case field is changed several times in the bar; each change is
+timed from the key press to the settled page, on the page's own clock. Targets: ≤ 0.4 s median
+per chapter, ≤ 1 s p95 with four readers at once, the first heading ≤ 1 s.
+
+Settled means: Streamlit's status widget is gone, the main area's text differs from before
+the change (a figure that depends on the case moved), and the page has not changed for QUIET_MS;
+the time is that of the page's last change. The field changed is the first of FIELDS the
+chapter's bar shows (every chapter shows a GPU): a number is typed, a GPU picked by its key.
+
+    python -m bench case_change_browser [--changes 5] [--readers 1] [--slug oom ...]
+
+Bounded: each wait gives up after 60 s; 9 chapters with 5 changes take about 2 minutes alone,
+about 4 with --readers 4 (on the 2-core machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+
+from guide import chapters
+from tests.browser import CASE_BAR, CHROMIUM, CHROMIUM_ARGS, GuideServer
+
+TIMEOUT_MS = 60_000  # a chapter that builds a model on a busy machine (cpu-offloading) takes long
+QUIET_MS = 400
+POLL_MS = 50
+# The field each chapter's changes go to, the first its bar shows. A number is never typed twice
+# in one run (each reader its own values: no reader finds another's answers kept); a GPU cycles.
+FIELDS = ("batch", "users", "gpu")
+GPUS = ("rtx5090", "h100", "l4", "a100-80gb", "rtx3090")
+
+
+def value_of(name: str, reader: int, change: int, changes: int) -> str:
+    if name == "gpu":
+        return GPUS[(reader + change) % len(GPUS)]
+    return str(2 + reader * changes + change)
+# On the page's clock: when the title appears, when Enter is pressed, when the page last changed.
+WATCH = """
+window.__guide = {title: null, enter: null, last: 0};
+document.addEventListener('keydown', e => { if (e.key === 'Enter') window.__guide.enter = performance.now(); }, true);
+new MutationObserver(() => {
+  const now = performance.now();
+  window.__guide.last = now;
+  if (window.__guide.title === null && document.querySelector("[data-testid='stMainBlockContainer'] h1"))
+    window.__guide.title = now;
+}).observe(document, {childList: true, subtree: true, characterData: true});
+"""
+MAIN_TEXT = "() => document.querySelector(\"[data-testid='stMain']\").textContent"
+IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+SETTLED = """([before, quiet]) => {
+  if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
+  if (document.querySelector("[data-testid='stMain']").textContent === before) return false;
+  return performance.now() - window.__guide.last > quiet;
+}"""
+
+
+def field_of(chapter) -> str:
+    return next(name for name in FIELDS if name in chapter.case)
+
+
+async def change(page, name: str, value: str) -> None:
+    """Type the value into the bar's field and press Enter (a GPU picker takes a typed key)."""
+    if name == "gpu":
+        box = page.locator(f"{CASE_BAR} .st-key-case_gpu")
+        await box.click()
+        await page.keyboard.press("Control+A")
+        await page.keyboard.type(value)
+        await page.keyboard.press("Enter")
+    else:
+        box = page.locator(f"{CASE_BAR} .st-key-case_{name} input")
+        await box.fill(value)
+        await box.press("Enter")
+
+
+async def settle(page, before: str) -> float:
+    await page.wait_for_function(SETTLED, arg=[before, QUIET_MS], timeout=TIMEOUT_MS, polling=POLL_MS)
+    return await page.evaluate("() => (window.__guide.last - window.__guide.enter) / 1000")
+
+
+async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
+    """One reader (the `offset`-th) on one chapter: its first heading, then `changes` case changes."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    await page.add_init_script(WATCH)
+    result = {"heading": None, "changes": [], "errors": []}
+    try:
+        await page.goto(f"{url}/{chapter.slug}?lang=en", timeout=TIMEOUT_MS)
+        await page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=TIMEOUT_MS)
+        result["heading"] = await page.evaluate("() => window.__guide.title / 1000")
+        await page.wait_for_function(IDLE, timeout=TIMEOUT_MS, polling=POLL_MS)
+        await page.locator(f"{CASE_BAR} .st-key-case_{field_of(chapter)}").wait_for(timeout=TIMEOUT_MS)
+        await page.wait_for_timeout(QUIET_MS)
+        for i in range(changes):
+            before = await page.evaluate(MAIN_TEXT)
+            await change(page, field_of(chapter), value_of(field_of(chapter), offset, i, changes))
+            result["changes"].append(await settle(page, before))
+    except Exception as error:  # a timeout is reported with the chapter, not raised
+        result["errors"].append(f"{chapter.slug or 'home'}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
+    finally:
+        await context.close()
+    return result
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+async def measure(url: str, slugs: list[str] | None, changes: int, readers: int) -> list[dict]:
+    from playwright.async_api import async_playwright
+
+    rows = []
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        await reader(browser, url, chapters.CHAPTERS[0], 1, 0)  # warm the server's imports and caches
+        for chapter in chapters.CHAPTERS:
+            if not chapter.case or (slugs and (chapter.slug or "home") not in slugs):
+                continue
+            results = await asyncio.gather(*(reader(browser, url, chapter, changes, i) for i in range(readers)))
+            times = [t for r in results for t in r["changes"]]
+            rows.append({"slug": chapter.slug or "home", "field": field_of(chapter), "times": times,
+                         "heading": statistics.median(r["heading"] for r in results if r["heading"] is not None),
+                         "errors": [e for r in results for e in r["errors"]]})
+            row = rows[-1]
+            if times:
+                print(f"  {row['slug']}: median {statistics.median(times):.2f} s, p95 {percentile(times, 0.95):.2f} s, "
+                      f"heading {row['heading']:.2f} s {row['errors'] or ''}", flush=True)
+            else:
+                print(f"  {row['slug']}: {row['errors']}", flush=True)
+        await browser.close()
+    return rows
+
+
+def main(options: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench case_change_browser")
+    parser.add_argument("--changes", type=int, default=5, help="case changes per reader and chapter")
+    parser.add_argument("--readers", type=int, default=1, help="browser contexts on each chapter at once")
+    parser.add_argument("--slug", nargs="*", help="only these chapters (home for the home page)")
+    args = parser.parse_args(options or [])
+    server = GuideServer().wait()
+    try:
+        rows = asyncio.run(measure(server.url, args.slug, args.changes, args.readers))
+    finally:
+        server.stop()
+    print(f"\n{args.readers} reader(s) at once, {args.changes} changes each per chapter, Chromium, English pages\n")
+    print("| chapter | field changed | changes | median | p95 | first heading (median) | errors |\n"
+          "|---|---|---|---|---|---|---|")
+    for row in rows:
+        times = row["times"] or [float("nan")]
+        print(f"| /{row['slug']} | {row['field']} | {len(row['times'])} | {statistics.median(times) * 1000:.0f} ms | "
+              f"{percentile(times, 0.95) * 1000:.0f} ms | {row['heading'] * 1000:.0f} ms | {len(row['errors'])} |")
+    for row in rows:
+        for line in row["errors"][:3]:
+            print(f"  {line}")
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

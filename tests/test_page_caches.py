@@ -1,0 +1,146 @@
+"""The caches behind a fast case change (issue 26.1): engine peaks kept by their inputs
+(calculator/core/memo.py) and figures built once per drawing (guide/charts.py). Each keeps
+exactly what the uncached code gives, is bounded, and hands sessions nothing they could change
+for each other."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import plotly.graph_objects as go
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from calculator.core.memo import Same, kept_by_inputs
+from calculator.memory.inference import inference_memory
+from calculator.models.seam import catalog_model
+from guide import charts
+from guide.charts import Drawing, KEPT_FIGURES, kept_figure
+
+LLAMA = catalog_model("llama-3-8b")
+
+
+def test_a_kept_peak_is_the_computed_one_and_frozen():
+    computed = inference_memory.__wrapped__(LLAMA.summary, LLAMA.spec, 3, prompt=700, new_tokens=50)
+    kept = inference_memory(LLAMA.summary, LLAMA.spec, 3, prompt=700, new_tokens=50)
+    assert kept == computed
+    assert inference_memory(LLAMA.summary, LLAMA.spec, 3, prompt=700, new_tokens=50) is kept  # kept, not redone
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        kept.total_bytes = 0  # shared between sessions: it cannot be changed
+    other = inference_memory(LLAMA.summary, LLAMA.spec, 3, prompt=701, new_tokens=50)
+    assert other.total_bytes > kept.total_bytes  # another input is another entry
+
+
+def test_kept_by_inputs_keys_by_identity_bounds_and_skips_unhashable_inputs():
+    calls = []
+
+    @kept_by_inputs(maxsize=2)
+    def total(counts: dict, scale, **options):
+        calls.append(1)
+        return sum(counts.values()) * (scale if isinstance(scale, int) else len(scale))
+
+    one, same_content = {"a": 1}, {"a": 1}
+    assert total(one, 2) == total(one, 2) == 2 and len(calls) == 1
+    assert total(same_content, 2) == 2 and len(calls) == 2  # another object: not taken for the first
+    assert total(one, [1, 2, 3]) == 3 and total(one, [1, 2, 3]) == 3 and len(calls) == 4  # a list: computed
+    total(one, 3), total(one, 4)
+    assert total.cache_info().currsize == 2  # bounded
+    assert Same(one) == Same(one) and Same(one) != Same(same_content)
+
+
+def _by_hand() -> go.Figure:
+    fig = go.Figure()
+    fig.add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights", marker_color="#123456")
+    fig.update_layout(barmode="stack", height=300)
+    fig.add_hline(y=2.5, line_dash="dash", annotation_text="usable")
+    return fig
+
+
+def _drawing(height=300) -> Drawing:
+    fig = Drawing()
+    fig.add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights", marker_color="#123456")
+    fig.update_layout(barmode="stack", height=height)
+    fig.add_hline(y=2.5, line_dash="dash", annotation_text="usable")
+    return fig
+
+
+def test_a_drawing_makes_the_figure_plotly_makes_from_the_same_calls():
+    assert kept_figure(_drawing()).to_dict() == _by_hand().to_dict()
+
+
+def test_the_same_calls_are_built_once_and_any_difference_builds_another():
+    first = kept_figure(_drawing())
+    assert kept_figure(_drawing()) is first
+    assert kept_figure(_drawing(height=300.0)) is not first  # 300 and 300.0 are written differently in JSON
+    assert kept_figure(_drawing(height=301)).layout.height == 301
+    assert charts._built.cache_info().maxsize == KEPT_FIGURES
+
+
+def test_an_argument_that_cannot_be_compared_is_drawn_not_kept():
+    import numpy as np
+
+    drawing = Drawing().add_bar(x=np.arange(3), y=np.array([1.0, 2.0, 3.0]))
+    assert kept_figure(drawing) is not kept_figure(drawing)
+    assert list(kept_figure(drawing).data[0].y) == [1.0, 2.0, 3.0]
+    with pytest.raises(AttributeError):
+        Drawing().write_html("chart.html")  # only the calls it can replay
+
+
+def _two_charts() -> None:
+    import streamlit as st
+
+    from guide.charts import Drawing, show_chart
+
+    height = int(st.query_params.get("height", "300"))
+    fig = Drawing().add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights")
+    fig.update_layout(height=height)
+    show_chart(fig, key="one")
+    show_chart(fig, key="two")
+
+
+def test_sessions_share_a_kept_figure_without_changing_it():
+    drawing = Drawing().add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights").update_layout(height=300)
+    kept = kept_figure(drawing)
+    before = kept.to_dict()
+    sessions = [AppTest.from_function(_two_charts) for _ in range(2)]
+    sessions[1].query_params["height"] = "410"
+    specs = [[json.loads(c.proto.spec) for c in at.run().get("plotly_chart")] for at in sessions]
+    assert [s["layout"]["height"] for s in specs[0]] == [300, 300]
+    assert [s["layout"]["height"] for s in specs[1]] == [410, 410]  # the other session's case, its own figure
+    assert specs[0][0]["data"] == before["data"] and {"displayModeBar": False} == json.loads(
+        sessions[0].get("plotly_chart")[0].proto.config)
+    assert kept_figure(drawing) is kept and kept.to_dict() == before  # drawing it changed nothing
+
+
+def test_the_sampled_simulation_is_the_simulation_of_the_sampled_lengths_and_is_kept():
+    from calculator.core.gpus import gpu
+    from calculator.memory.length_order import sample_lengths, simulate, simulate_sampled
+    from calculator.memory.speed import prefill
+
+    card = gpu("l4")
+    seconds = lambda t: prefill(LLAMA.summary, LLAMA.spec, card, "bfloat16", 8, t).seconds  # noqa: E731
+    direct = simulate(sample_lengths(3000, 300, 4000), 8, 2000, seconds)
+    kept = simulate_sampled(LLAMA.summary, LLAMA.spec, card, "bfloat16", 8, 3000, 300, 4000, 2000)
+    assert list(kept) == direct and isinstance(kept, tuple)  # a tuple of frozen runs: nothing to change
+    assert simulate_sampled(LLAMA.summary, LLAMA.spec, card, "bfloat16", 8, 3000, 300, 4000, 2000) is kept
+    assert simulate_sampled(LLAMA.summary, LLAMA.spec, card, "bfloat16", 9, 3000, 300, 4000, 2000) != kept
+
+
+def test_a_kept_quantized_count_is_the_computed_one():
+    from calculator.memory.quantization import FORMATS, quantize_model
+
+    for fmt in FORMATS[:6]:
+        kept = quantize_model(LLAMA.summary, LLAMA.spec, fmt)
+        assert kept == quantize_model.__wrapped__(LLAMA.summary, LLAMA.spec, fmt)
+        assert quantize_model(LLAMA.summary, LLAMA.spec, fmt) is kept
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            kept.total_bytes = 0
+
+
+def test_widgets_draw_charts_through_show_chart():
+    from pathlib import Path
+
+    widgets = Path(__file__).resolve().parent.parent / "guide"
+    direct = [p.name for p in widgets.rglob("*.py") if p.name != "charts.py" and "st.plotly_chart(" in p.read_text()]
+    assert direct == [], f"draw with guide.charts.show_chart (built once per drawing): {direct}"
