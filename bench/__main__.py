@@ -6,7 +6,7 @@ import importlib
 import inspect
 import sys
 
-BENCHMARKS = ["engine", "browser", "case_change", "estimator", "big_models", "training", "activations", "accuracy", "load", "serving",
+BENCHMARKS = ["engine", "browser", "case_change", "estimator", "big_models", "training", "activations", "accuracy", "load", "memory_curve", "serving",
               "published", "cuda_context"]
 
 args = sys.argv[1:]
