@@ -78,65 +78,105 @@ async def settled(page, name: str) -> None:
     await wait_idle(page)
 
 
-async def chapter_curve(browser, url: str, slug: str, number: int, counts: tuple[int, int], memory: MemorySampler,
-                        folder: Path) -> dict:
-    """The two curves of one chapter: {"hub": {step: reading}, "upload": {...}, errors, seconds}."""
-    hub_ids, uploads = counts
-    result = {"chapter": slug or "home", "hub": {}, "upload": {}, "errors": [], "seconds": {}}
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+async def type_model(page, name: str) -> None:
+    """Type a Hub id into the case bar's model field and press Enter, as a reader does (a rerun
+    of the page, as a link opened in the same tab would be, without reloading the frontend).
+    Under load a rerun can redraw the box between the click and the keys: type again."""
+    box = page.locator(".st-key-case_model [data-testid='stSelectbox']")
+    field = box.locator("input")
+    for _ in range(3):
+        await box.click(timeout=SESSION_TIMEOUT_MS)
+        await page.keyboard.press("Control+A")
+        await page.keyboard.type(name)
+        try:
+            await page.wait_for_function("([e, t]) => e.value === t", arg=[await field.element_handle(), name],
+                                         timeout=5_000, polling=100)
+            break
+        except Exception:
+            continue
+    await page.keyboard.press("Enter")
+
+
+def progress(slug: str, kind: str, step: int, memory: MemorySampler, started: float) -> dict:
+    now = reading(memory)
+    print(f"  [{slug or 'home'}] {kind} {step}: server {now['server'] / MiB:.0f} MiB, {now['worker_count']} workers "
+          f"{now['workers'] / MiB:.0f} MiB, {time.perf_counter() - started:.0f} s", flush=True)
+    return now
+
+
+async def open_chapter(browser, url: str, slug: str):
+    context = await browser.new_context(viewport={"width": 1280, "height": 500})
     page = await context.new_page()
-    try:
-        await page.goto(f"{url}/{slug}?lang=en", timeout=SESSION_TIMEOUT_MS)
-        await page.locator(SUMMARY).wait_for(timeout=SESSION_TIMEOUT_MS)
-        await wait_idle(page)
-        result["hub"][0] = reading(memory)
-        started = time.perf_counter()
-        for index in range(1, hub_ids + 1):
-            name = hub_id(slug, index)
-            try:
-                await page.goto(f"{url}/{slug}?lang=en&model={name}", timeout=SESSION_TIMEOUT_MS)
-                await settled(page, name)
-            except Exception as error:  # a timeout is an error of the run, reported
-                result["errors"].append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
-            if index in MARKS or index == hub_ids:
-                result["hub"][index] = reading(memory)
-        result["seconds"]["hub"] = time.perf_counter() - started
-        result["upload"][0] = reading(memory)
-        started = time.perf_counter()
-        for index in range(1, uploads + 1):
-            path = folder / f"{slug or 'home'}-upload-{index}.json"
-            path.write_text(json.dumps(distinct_config(number, index, upload=True)))
-            try:
-                await upload_and_wait(page, path, (f"uses your file {path.name}",))
-                await settled(page, path.name)
-            except Exception as error:
-                result["errors"].append(f"{path.name}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
-            if index in MARKS or index == uploads:
-                result["upload"][index] = reading(memory)
-        result["seconds"]["upload"] = time.perf_counter() - started
-        if await page.locator("[data-testid='stException']").count():
-            result["errors"].append(f"{slug}: an exception on the page")
-    finally:
-        await context.close()
+    await page.goto(f"{url}/{slug}?lang=en", timeout=SESSION_TIMEOUT_MS)
+    await page.locator(SUMMARY).wait_for(timeout=SESSION_TIMEOUT_MS)
+    await wait_idle(page)
+    return context, page
+
+
+async def hub_step(page, slug: str, number: int, index: int, folder: Path) -> None:
+    name = hub_id(slug, index)
+    await type_model(page, name)
+    await settled(page, name)
+
+
+async def upload_step(page, slug: str, number: int, index: int, folder: Path) -> None:
+    path = folder / f"{slug or 'home'}-upload-{index}.json"
+    path.write_text(json.dumps(distinct_config(number, index, upload=True)))
+    await upload_and_wait(page, path, (f"uses your file {path.name}",))
+    await settled(page, path.name)
+
+
+async def chapter_curve(browser, url: str, slug: str, number: int, steps: int, memory: MemorySampler,
+                        folder: Path) -> dict:
+    """One chapter's curve: two readers on its server at once, one typing a distinct Hub id
+    into the case bar at each step, the other uploading a distinct config; they meet at each
+    mark, where the server and its workers are read. {"curve": {step: reading}, errors, seconds}."""
+    result = {"chapter": slug or "home", "curve": {}, "errors": [], "seconds": 0.0}
+    marks = sorted({m for m in MARKS if m <= steps} | {steps})
+    meet = asyncio.Barrier(2)
+    started = time.perf_counter()
+
+    async def reader(kind: str, step) -> None:
+        context, page = await open_chapter(browser, url, slug)
+        try:
+            await meet.wait()
+            if kind == "hub":
+                result["curve"][0] = progress(slug, "distinct Hub ids and uploads", 0, memory, started)
+            for index in range(1, steps + 1):
+                try:
+                    await step(page, slug, number, index, folder)
+                except Exception as error:  # a timeout is an error of the run, reported
+                    result["errors"].append(f"{kind} {index}: {type(error).__name__}: "
+                                            f"{str(error).splitlines()[0][:120]}")
+                if index in marks:
+                    await meet.wait()
+                    if kind == "hub":
+                        result["curve"][index] = progress(slug, "distinct Hub ids and uploads", index, memory, started)
+            if await page.locator("[data-testid='stException']").count():
+                result["errors"].append(f"{kind}: an exception on the page")
+        finally:
+            await context.close()
+
+    await asyncio.gather(reader("hub", hub_step), reader("upload", upload_step))
+    result["seconds"] = time.perf_counter() - started
     return result
 
 
-async def chapter_on_its_server(browser, hub, slug: str, number: int, counts: tuple[int, int],
-                                folder: Path) -> dict:
+async def chapter_on_its_server(browser, hub, slug: str, number: int, steps: int, folder: Path) -> dict:
     """One chapter's curves, measured on a server of its own (so each curve is that chapter's)."""
-    server = GuideServer({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.url,
+    server = GuideServer({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.url, "CALCULATOR_BUILD_SECONDS": "60",
                           "HF_HOME": tempfile.mkdtemp(prefix="bench-hf-home-")})
     try:
         await asyncio.to_thread(server.wait, 180)
         with MemorySampler(server.process.pid) as memory:
-            row = await chapter_curve(browser, server.url, slug, number, counts, memory, folder)
+            row = await chapter_curve(browser, server.url, slug, number, steps, memory, folder)
     finally:
         server.stop()
     print_chapter(row, flush=True)
     return row
 
 
-async def run(hub, chapters: list[str], counts: tuple[int, int], parallel: int) -> list[dict]:
+async def run(hub, chapters: list[str], steps: int, parallel: int) -> list[dict]:
     """`parallel` chapters at a time, each on its own server, one Chromium for all."""
     from playwright.async_api import async_playwright
 
@@ -148,7 +188,7 @@ async def run(hub, chapters: list[str], counts: tuple[int, int], parallel: int) 
             for first in range(0, len(chapters), parallel):
                 group = chapters[first:first + parallel]
                 results += await asyncio.gather(*[
-                    chapter_on_its_server(browser, hub, slug, all_chapters.index(slug), counts, Path(folder))
+                    chapter_on_its_server(browser, hub, slug, all_chapters.index(slug), steps, Path(folder))
                     for slug in group])
             await browser.close()
     return results
@@ -163,31 +203,26 @@ def flat(curve: dict, tolerance: int = 16 * MiB) -> bool:
 
 
 def print_chapter(row: dict, flush: bool = False) -> None:
-    print(f"\n{row['chapter']}: hub ids {row['seconds'].get('hub', 0):.0f} s, uploads "
-          f"{row['seconds'].get('upload', 0):.0f} s, errors {len(row['errors'])}", flush=flush)
-    for kind in ("hub", "upload"):
-        curve = row[kind]
-        cells = ", ".join(f"{step}: {r['server'] / MiB:.0f} + {r['workers'] / MiB:.0f} ({r['worker_count']})"
-                          for step, r in sorted(curve.items()))
-        print(f"  {kind}: server + workers MiB (workers) at {cells}; flat: {flat(curve) if curve else '-'}",
-              flush=flush)
+    curve = row["curve"]
+    cells = ", ".join(f"{step}: {r['server'] / MiB:.0f} + {r['workers'] / MiB:.0f} ({r['worker_count']})"
+                      for step, r in sorted(curve.items()))
+    print(f"\n{row['chapter']}: {row['seconds']:.0f} s, errors {len(row['errors'])}; server + workers MiB "
+          f"(workers) at {cells}; flat: {flat(curve) if len(curve) > 1 else '-'}", flush=flush)
     for line in row["errors"][:5]:
         print(f"  ! {line}", flush=flush)
 
 
 def table(results: list[dict]) -> str:
-    """The README's table: per chapter and kind, the server process and its workers at each mark."""
-    marks = sorted({step for row in results for kind in ("hub", "upload") for step in row[kind]})
-    head = ("| chapter | distinct | " + " | ".join(f"after {m}" for m in marks) + " | flat | errors |\n"
-            + "|---|---|" + "---|" * len(marks) + "---|---|")
-    lines = [head]
+    """The README's table: per chapter, the server process and its build workers at each mark."""
+    marks = sorted({step for row in results for step in row["curve"]})
+    lines = ["| chapter | " + " | ".join(f"after {m} + {m}" for m in marks) + " | server flat | errors |",
+             "|---|" + "---|" * len(marks) + "---|---|"]
     for row in results:
-        for kind, label in (("hub", "Hub ids"), ("upload", "uploads")):
-            curve = row[kind]
-            cells = [f"{curve[m]['server'] / MiB:.0f} + {curve[m]['workers'] / MiB:.0f}" if m in curve else "-"
-                     for m in marks]
-            lines.append(f"| {row['chapter']} | {label} | " + " | ".join(cells)
-                         + f" | {'yes' if curve and flat(curve) else 'no'} | {len(row['errors'])} |")
+        curve = row["curve"]
+        cells = [f"{curve[m]['server'] / MiB:.0f} + {curve[m]['workers'] / MiB:.0f} ({curve[m]['worker_count']})"
+                 if m in curve else "-" for m in marks]
+        lines.append(f"| {row['chapter']} | " + " | ".join(cells)
+                     + f" | {'yes' if len(curve) > 1 and flat(curve) else 'no'} | {len(row['errors'])} |")
     return "\n".join(lines)
 
 
@@ -197,9 +232,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench memory_curve")
     parser.add_argument("--chapters", nargs="+", default=None,
                         help="slugs (home for the home page); default: every chapter that takes a model")
-    parser.add_argument("--hub-ids", type=int, default=100, help="distinct Hub ids per chapter")
-    parser.add_argument("--uploads", type=int, default=100, help="distinct uploads per chapter")
-    parser.add_argument("--parallel", type=int, default=5, help="chapters measured at once, each on its own server")
+    parser.add_argument("--steps", type=int, default=100,
+                        help="distinct Hub ids, and as many distinct uploads, per chapter")
+    parser.add_argument("--parallel", type=int, default=2, help="chapters measured at once, each on its own server")
     parser.add_argument("--json", type=Path, default=None, help="write the readings here too")
     args = parser.parse_args(argv if argv is not None else [])
     known = model_chapters()
@@ -209,14 +244,15 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"not a chapter that takes a model: {', '.join(unknown)} (choose from "
                      f"{', '.join(c or 'home' for c in known)})")
     hub = FakeHub()
-    fill_hub(hub, known, args.hub_ids)
+    fill_hub(hub, known, args.steps)
     hub.start()
     started = time.perf_counter()
     try:
-        results = asyncio.run(run(hub, chapters, (args.hub_ids, args.uploads), args.parallel))
+        results = asyncio.run(run(hub, chapters, args.steps, args.parallel))
     finally:
         hub.stop()
-    print(f"\nserver + build workers, MiB (resident), {time.perf_counter() - started:.0f} s in all\n")
+    print(f"\nserver + build workers (how many), MiB resident, after N distinct Hub ids and N distinct uploads; "
+          f"{time.perf_counter() - started:.0f} s in all\n")
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
