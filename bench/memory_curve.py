@@ -1,20 +1,23 @@
 """Flat memory, shown: the server's resident memory over 100 distinct Hub ids and 100 distinct
 uploads, chapter by chapter (every chapter whose case takes a model, cpu-offloading included).
 
-One guide server, reading the Hub from the local stand-in (tests/hub_server.py), and one
-Chromium page per chapter (Playwright on loopback) doing what a reader does:
-- opens the chapter with `?model=<Hub id>` (a link, as support answers send them): each id is
-  a repository of the stand-in Hub holding a small but real config (llama, mistral or qwen2,
-  its width, depth and vocabulary distinct), so each is fetched, checked and built afresh;
-- then uploads a distinct config.json through the case bar's file input (the popover's
-  uploader; a new file replaces the last), each built afresh too.
-After each step, once the page has finished its run, the server process's resident size and
-each build worker's are read apart (/proc; the workers are the server's children), so the
-curve says which of the two grows. Chapters run one after the other on the same server, as
-readers would reach them; each chapter's curve starts where the previous one ended.
+Each chapter gets a guide server of its own (so its curve is its own), reading the Hub from the
+local stand-in (tests/hub_server.py), and two Chromium pages on it (Playwright on loopback),
+doing at once what readers do:
+- one types a Hub id into the case bar's model field and presses Enter, 100 times: each id
+  is a repository of the stand-in Hub holding a small but real config (llama, mistral or
+  qwen2, its width, depth and vocabulary distinct), so each is fetched, checked and built
+  afresh;
+- the other uploads a distinct config.json through the case bar's file input (the popover's
+  uploader; a new file replaces the last), 100 times, each built afresh too.
+Each step ends when the case summary names the new model and the page has finished its run.
+The two meet at 0, 10, 25, 50 and 100 steps, where the server process's resident size and each
+build worker's are read apart (/proc; the workers are the server's children), so the curve
+says which of the two grows. Builds run with the production limits, except the time limit
+(60 s instead of 20 s: on a starved machine a small build can wait that long for a core).
 
-Run: python -m bench memory_curve [--chapters slow-model oom ...] [--hub-ids 100] [--uploads 100]
-[--json out.json]. The browser shares the machine's cores with the server: steps are slow on
+Run: python -m bench memory_curve [--chapters cpu-offloading oom ...] [--steps 100] [--parallel 2]
+[--json out.json]. The browser shares the machine's cores with the servers: steps are slow on
 a busy machine, the memory figures much less so.
 """
 
@@ -137,7 +140,12 @@ async def chapter_curve(browser, url: str, slug: str, number: int, steps: int, m
     started = time.perf_counter()
 
     async def reader(kind: str, step) -> None:
-        context, page = await open_chapter(browser, url, slug)
+        try:
+            context, page = await open_chapter(browser, url, slug)
+        except Exception as error:
+            result["errors"].append(f"{kind}: the chapter did not open: {type(error).__name__}")
+            await meet.abort()  # the other reader stops at its next mark instead of waiting forever
+            return
         try:
             await meet.wait()
             if kind == "hub":
@@ -152,8 +160,12 @@ async def chapter_curve(browser, url: str, slug: str, number: int, steps: int, m
                     await meet.wait()
                     if kind == "hub":
                         result["curve"][index] = progress(slug, "distinct Hub ids and uploads", index, memory, started)
+                        for line in result["errors"][-3:]:
+                            print(f"    ! {line}", flush=True)
             if await page.locator("[data-testid='stException']").count():
                 result["errors"].append(f"{kind}: an exception on the page")
+        except asyncio.BrokenBarrierError:
+            result["errors"].append(f"{kind}: stopped, the other reader could not go on")
         finally:
             await context.close()
 
@@ -170,6 +182,9 @@ async def chapter_on_its_server(browser, hub, slug: str, number: int, steps: int
         await asyncio.to_thread(server.wait, 180)
         with MemorySampler(server.process.pid) as memory:
             row = await chapter_curve(browser, server.url, slug, number, steps, memory, folder)
+    except Exception as error:  # one chapter's failure is reported; the others go on
+        row = {"chapter": slug or "home", "curve": {}, "errors": [f"{type(error).__name__}: {str(error)[:120]}"],
+               "seconds": 0.0}
     finally:
         server.stop()
     print_chapter(row, flush=True)

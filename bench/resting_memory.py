@@ -82,21 +82,64 @@ def ladder(steps: list[tuple[str, str]]) -> list[tuple[str, int]]:
     return [tuple(row) for row in json.loads(done.stdout.splitlines()[-1])]
 
 
-def cache_fill() -> list[tuple[str, int, int, int, int]]:
-    """(cache, entries bound, bytes bound, entries held, bytes held) after asking each for more
-    distinct answers than it keeps: ordinary configs, as a reader's uploads."""
-    from bench.memory_curve import distinct_config
-    from calculator.distributed import offload_plan
-    from calculator.models import seam
+def _held(fill) -> int:
+    """Python heap bytes `fill()` leaves allocated (tracemalloc): what a cache holds once full."""
+    import gc
+    import tracemalloc
 
-    for index in range(seam.COUNT_CACHE_ENTRIES + 8):
-        seam.resolve_upload(json.dumps(distinct_config(1, index, True)).encode(), f"c{index}.json")
-    counts = seam.cache_stats()["counts"]
-    rows = [("model counts (seam._counts)", seam.COUNT_CACHE_ENTRIES, seam.COUNT_CACHE_BYTES, *counts),
-            ("Hub answers (seam._hub_answers, 300 s)", seam.HUB_CACHE_ENTRIES, seam.HUB_CACHE_BYTES, 0, 0),
-            ("offloading plans (offload_plan._plans)", offload_plan.PLAN_CACHE_ENTRIES, offload_plan.PLAN_CACHE_BYTES,
-             0, 0)]
-    return rows
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    fill()
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return held
+
+
+def cache_fill() -> list[tuple[str, str, int]]:
+    """(cache, its bound, heap bytes it holds when full of ordinary answers): each is filled
+    here past its entry bound with distinct answers as large as a real reader's (an 8B model's
+    count, a Hub config, an offload plan of an 8B model), each its own copy."""
+    import pickle
+
+    from calculator.distributed import offload_plan
+    from calculator.models import catalog, seam
+
+    config = catalog.config("llama-3.1-8b")
+    answer = (catalog.stored_summary("llama-3.1-8b", "auto"), catalog.stored_spec("llama-3.1-8b"))
+    copy = lambda value: pickle.loads(pickle.dumps(value))  # noqa: E731  (distinct objects, as built apart)
+
+    def counts() -> None:
+        for i in range(seam.COUNT_CACHE_ENTRIES + 8):
+            key = (json.dumps({**config, "vocab_size": 128_256 + i}, sort_keys=True), "auto")
+            seam._counts.get(key, lambda: copy(answer))
+
+    def hub() -> None:
+        for i in range(seam.HUB_CACHE_ENTRIES + 8):
+            seam._hub_answers.get(("config", "", f"someone/model-{i}"), lambda i=i: {**copy(config), "vocab_size": i})
+
+    plan, _ = offload_plan.plan_here(json.dumps(config, sort_keys=True), [8 * 2**30], None, "bfloat16", "none")
+    offload_plan._plans = seam._BoundedCache(offload_plan.PLAN_CACHE_ENTRIES, offload_plan.PLAN_CACHE_BYTES)
+
+    def plans() -> None:
+        for i in range(offload_plan.PLAN_CACHE_ENTRIES + 8):
+            offload_plan._plans.get(("c", (i,), None, "bfloat16", "none"), lambda: (copy(plan), "LlamaForCausalLM"))
+
+    def catalog_models() -> None:
+        for entry in catalog.entries():
+            seam.catalog_model(entry.key)
+
+    return [
+        ("model counts (`seam._counts`)", f"{seam.COUNT_CACHE_ENTRIES} entries, {seam.COUNT_CACHE_BYTES // MiB} MiB",
+         _held(counts)),
+        ("Hub configs and headers (`seam._hub_answers`, 300 s)",
+         f"{seam.HUB_CACHE_ENTRIES} entries, {seam.HUB_CACHE_BYTES // MiB} MiB", _held(hub)),
+        ("offload plans (`offload_plan._plans`)",
+         f"{offload_plan.PLAN_CACHE_ENTRIES} entries, {offload_plan.PLAN_CACHE_BYTES // MiB} MiB", _held(plans)),
+        ("catalog models (`seam.catalog_model`)", f"64 entries ({len(catalog.entries())} in the catalog)",
+         _held(catalog_models)),
+    ]
 
 
 def main() -> None:
@@ -107,9 +150,10 @@ def main() -> None:
         for name, rss in readings:
             print(f"| {name} | {rss / MiB:.0f} MiB | {(rss - previous) / MiB:+.0f} MiB |")
             previous = rss
-    print("\n| cache | entries bound | bytes bound | entries held | bytes held |\n|---|---|---|---|---|")
-    for name, entries, max_bytes, held, held_bytes in cache_fill():
-        print(f"| {name} | {entries} | {max_bytes / MiB:.0f} MiB | {held} | {held_bytes / 1024:.0f} KiB |")
+    print("\n| cache (server process) | bound (entries, pickled bytes) | held when full of ordinary answers |\n"
+          "|---|---|---|")
+    for name, bound, held in cache_fill():
+        print(f"| {name} | {bound} | {held / MiB:.1f} MiB |")
 
 
 if __name__ == "__main__":
