@@ -174,37 +174,61 @@ async def chapter_curve(browser, url: str, slug: str, number: int, steps: int, m
     return result
 
 
-async def chapter_on_its_server(browser, hub, slug: str, number: int, steps: int, folder: Path) -> dict:
-    """One chapter's curves, measured on a server of its own (so each curve is that chapter's)."""
-    server = GuideServer({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.url, "CALCULATOR_BUILD_SECONDS": "60",
-                          "HF_HOME": tempfile.mkdtemp(prefix="bench-hf-home-")})
+def guide_server(hub) -> GuideServer:
+    return GuideServer({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.url, "CALCULATOR_BUILD_SECONDS": "60",
+                        "HF_HOME": tempfile.mkdtemp(prefix="bench-hf-home-")})
+
+
+async def measured(browser, server: GuideServer, memory: MemorySampler, slug: str, steps: int, folder: Path) -> dict:
+    """One chapter's curve on `server`; a chapter that fails is reported and the others go on."""
     try:
-        await asyncio.to_thread(server.wait, 180)
-        with MemorySampler(server.process.pid) as memory:
-            row = await chapter_curve(browser, server.url, slug, number, steps, memory, folder)
-    except Exception as error:  # one chapter's failure is reported; the others go on
+        row = await chapter_curve(browser, server.url, slug, model_chapters().index(slug), steps, memory, folder)
+    except Exception as error:
         row = {"chapter": slug or "home", "curve": {}, "errors": [f"{type(error).__name__}: {str(error)[:120]}"],
                "seconds": 0.0}
-    finally:
-        server.stop()
     print_chapter(row, flush=True)
     return row
 
 
+async def chapter_on_its_server(browser, hub, slug: str, steps: int, folder: Path) -> list[dict]:
+    """One chapter's curve, measured on a server of its own (so the curve is that chapter's alone)."""
+    server = guide_server(hub)
+    try:
+        await asyncio.to_thread(server.wait, 180)
+        with MemorySampler(server.process.pid) as memory:
+            return [await measured(browser, server, memory, slug, steps, folder)]
+    finally:
+        server.stop()
+
+
+async def chapters_on_one_server(browser, hub, chapters: list[str], steps: int, folder: Path) -> list[dict]:
+    """The chapters one after the other on one server, as readers would reach them: each
+    chapter's curve starts where the previous one ended (no server start, no worker start per
+    chapter: the fastest way through on a busy machine)."""
+    server = guide_server(hub)
+    try:
+        await asyncio.to_thread(server.wait, 180)
+        with MemorySampler(server.process.pid) as memory:
+            return [await measured(browser, server, memory, slug, steps, folder) for slug in chapters]
+    finally:
+        server.stop()
+
+
 async def run(hub, chapters: list[str], steps: int, parallel: int) -> list[dict]:
-    """`parallel` chapters at a time, each on its own server, one Chromium for all."""
+    """`parallel` chapters at a time, each on its own server (0: all on one server, one after
+    the other), one Chromium for all."""
     from playwright.async_api import async_playwright
 
     results = []
-    all_chapters = model_chapters()
     with tempfile.TemporaryDirectory() as folder:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for first in range(0, len(chapters), parallel):
-                group = chapters[first:first + parallel]
-                results += await asyncio.gather(*[
-                    chapter_on_its_server(browser, hub, slug, all_chapters.index(slug), steps, Path(folder))
-                    for slug in group])
+            if parallel == 0:
+                results = await chapters_on_one_server(browser, hub, chapters, steps, Path(folder))
+            for first in range(0, len(chapters) if parallel else 0, max(parallel, 1)):
+                for rows in await asyncio.gather(*[chapter_on_its_server(browser, hub, slug, steps, Path(folder))
+                                                   for slug in chapters[first:first + parallel]]):
+                    results += rows
             await browser.close()
     return results
 
@@ -249,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="slugs (home for the home page); default: every chapter that takes a model")
     parser.add_argument("--steps", type=int, default=100,
                         help="distinct Hub ids, and as many distinct uploads, per chapter")
-    parser.add_argument("--parallel", type=int, default=2, help="chapters measured at once, each on its own server")
+    parser.add_argument("--parallel", type=int, default=2, help="chapters measured at once, each on its own server; 0: all on one server, one after the other")
     parser.add_argument("--json", type=Path, default=None, help="write the readings here too")
     args = parser.parse_args(argv if argv is not None else [])
     known = model_chapters()
