@@ -31,11 +31,13 @@ SERVER_STEPS = [
     ("streamlit", "import streamlit"),
     ("Streamlit's web server (starlette, uvicorn)", "import streamlit.web.bootstrap, streamlit.web.server.starlette.starlette_server"),
     ("the guide's frame (router, chapters, texts, case bar)", "import guide.http, guide.app, guide.render, guide.case_bar"),
-    ("the engine (calculator: answers, memory, serving)", "import calculator.answers, calculator.answers.verdicts, calculator.serving, calculator.training"),
+    ("the engine (answers, memory, serving, training)", "import calculator.answers, calculator.answers.verdicts, calculator.serving, calculator.training"),
     ("plotly", "import plotly.graph_objects"),
     ("every chapter's widgets", "import pkgutil, importlib, guide.widgets\n"
                                 "for m in pkgutil.iter_modules(guide.widgets.__path__): "
                                 "importlib.import_module('guide.widgets.' + m.name)"),
+    ("huggingface_hub and its HTTP client (the first Hub id a reader names)",
+     "from huggingface_hub import hf_hub_url; from huggingface_hub.utils import build_hf_headers, get_session"),
     ("pandas and pyarrow, a table sent as Arrow (st.dataframe)",
      "import pandas, streamlit.dataframe_util as d; d.convert_anything_to_arrow_bytes(pandas.DataFrame({'a': [1.0]}))"),
     ("a plotly figure built and sent as JSON (st.plotly_chart: its validators load on first use)",
