@@ -105,6 +105,10 @@ class MemorySampler:
                 pass
         return found
 
+    def split(self) -> tuple[int, list[int]]:
+        """Resident bytes now: the server process alone, and each of its build workers."""
+        return self._rss_of(self.pid), [self._rss_of(pid) for pid in self._children()]
+
     def _run(self) -> None:
         start = time.perf_counter()
         while not self._stop.is_set():
