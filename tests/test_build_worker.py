@@ -116,6 +116,26 @@ def test_two_builds_at_once_use_two_workers(limits):
     assert pool.started == 2 and len(pool.workers()) == 2
 
 
+def test_an_idle_server_retires_its_second_worker_on_time(limits):
+    """The second worker is stopped once it has been idle for idle_seconds, with no build
+    asked after: a server at rest keeps one warm worker, not two (memory_curve found two)."""
+    pool = limits(workers=2, idle_seconds=1.0)
+    configs = [{**catalog.config("qwen2.5-0.5b"), "vocab_size": 151_900 + i} for i in range(2)]
+    threads = [threading.Thread(target=resolve_config, args=(c, f"r{i}.json")) for i, c in enumerate(configs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(pool.workers()) == 2
+    stopped = pool.workers()
+    deadline = time.monotonic() + 10
+    while len(pool.workers()) > 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [kept] = pool.workers()
+    assert kept.alive()
+    assert sum(not worker.alive() for worker in stopped) == 1
+
+
 def test_the_same_config_asked_at_once_is_built_once(limits):
     pool = limits(workers=2)
     config = {**catalog.config("qwen2.5-0.5b"), "vocab_size": 150_000}

@@ -205,6 +205,8 @@ class Pool:
         self.overruns = 0
         self.replacing = 0  # replacements starting in the background
         self._closed = False
+        self._stopped = threading.Event()  # wakes the idle reaper when the pool closes
+        self._reaper: threading.Thread | None = None
 
     def ask(self, request: dict):
         """("ok", value) or ("error", (code, params)) from a worker, or a CalculatorError
@@ -262,6 +264,7 @@ class Pool:
         with self._lock:
             if keep:
                 self._idle.append(worker)
+                self._start_reaper_locked()
             else:  # replaced at once: the next reader (often right after a refusal) finds it warm
                 self._count -= 1
                 if not self._closed:
@@ -297,6 +300,19 @@ class Pool:
         if worker is not None:
             worker.stop()
 
+    def _start_reaper_locked(self) -> None:
+        """One thread per pool retires idle workers on time: without it a server that nobody
+        asked for a build kept its spare (~340 MiB) for good, retired only at the next build."""
+        if self._reaper is None and not self._closed:
+            self._reaper = threading.Thread(target=self._reap, daemon=True, name="build-worker-reaper")
+            self._reaper.start()
+
+    def _reap(self) -> None:
+        interval = max(self.limits.idle_seconds / 4, 0.05)
+        while not self._stopped.wait(interval):
+            with self._lock:
+                self._retire_idle()
+
     def _retire_idle(self) -> None:
         """Stop workers beyond the first that have had nothing to do for a while (lock held)."""
         now = time.monotonic()
@@ -309,6 +325,7 @@ class Pool:
             return list(self._idle)
 
     def close(self) -> None:
+        self._stopped.set()
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
