@@ -4,26 +4,21 @@ and in French, and its verdict carries the figures the page shows beside it."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
-import sys
 
 import pytest
 
 from calculator.core.messages import text
 from tests.apptest import open_page
-from tests.conftest import ROOT
+from tests.cli_runner import run_cli
 
 CASE = {"model": "llama-3-8b", "gpu": "rtx4090"}
 
 
 def cli_markdown(command_line: str, lang: str) -> str:
     argv = shlex.split(command_line)[3:]  # after "python -m calculator"
-    env = {k: v for k, v in os.environ.items() if k != "GUIDE_URL"}
-    done = subprocess.run([sys.executable, "-m", "calculator", *argv, "--markdown", "--lang", lang], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env=env)
+    done = run_cli(*argv, "--markdown", "--lang", lang, env={"GUIDE_URL": None})  # in this process
     assert done.returncode == 0, done.stderr
     return done.stdout
 
