@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
+from tests.cli_runner import run_cli
 from tests.conftest import CONFIGS, ROOT
 
 ROW_KEYS = {"dtype", "bytes_per_param", "total_bytes", "largest_layer", "largest_layer_bytes",
@@ -18,10 +18,15 @@ GPU_ROW_KEYS = ROW_KEYS | {"verdict", "fits", "usable_bytes", "headroom_bytes"}
 TOP_KEYS = {"model", "source", "architecture", "model_class", "parameters", "buffers_bytes", "rows"}
 
 
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "calculator", *args], cwd=ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=120)
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """The command run in this process (tests/cli_runner.py): what it prints."""
+    return run_cli(*args)
+
+
+def cli_process(*args: str) -> subprocess.CompletedProcess:
+    """The command as a real process: its exit status and what reaches stderr (no traceback)."""
+    return subprocess.run([sys.executable, "-m", "calculator", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
 
 
 def test_estimate_table_names_its_units():
@@ -83,7 +88,7 @@ def test_catalog_command_lists_every_model():
     ("estimate", "some-org/some-model"),  # Hub unreachable in tests
 ])
 def test_bad_input_is_one_line_and_exit_code_2(args):
-    out = cli(*args)
+    out = cli_process(*args)
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
@@ -120,6 +125,7 @@ def test_trust_remote_code_runs_a_local_repositorys_code(tmp_path):
     )
     refused = cli("estimate", str(tmp_path))
     assert refused.returncode == 2 and "--trust-remote-code" in refused.stderr
-    accepted = cli("estimate", str(tmp_path), "--trust-remote-code", "--json")
+    # a real process: the repository's code is imported by whoever builds the model
+    accepted = cli_process("estimate", str(tmp_path), "--trust-remote-code", "--json")
     assert accepted.returncode == 0, accepted.stderr
     assert json.loads(accepted.stdout)["parameters"] == 8 * 8 + 8
