@@ -41,11 +41,12 @@ def hub(monkeypatch):
     server.stop()
 
 
-# Browser tests: one guide server and one Chromium per test module, a fresh tab per test. A
-# module that needs another server (a local Hub) defines its own `server`; one that needs a
-# taller window sets VIEWPORT_HEIGHT.
+# Browser tests: one plain guide server per test process (its start and first page, which
+# imports the engine, are paid once, not per module), one Chromium per test module, a fresh tab
+# per test. A module that needs another server (a local Hub, other limits) defines its own
+# `server`; one that needs a taller window sets VIEWPORT_HEIGHT.
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server():
     from tests.browser import GuideServer
 

@@ -3,6 +3,8 @@ the estimator's accuracy section rendered from them."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from calculator.answers.accuracy import (KINDS, TARGETS, latest_runs, predict, r
 from guide.format import format_bytes
 from guide.widgets import accuracy as accuracy_widget
 from tests.apptest import open_page
+from tests.cli_runner import run_cli
 from tests.conftest import ROOT
 
 LANGS = ("en", "fr")
@@ -32,11 +35,23 @@ def check_rows_are_consistent(run) -> None:
 # -- the harness, on a tiny model ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def quick_cpu_run(tmp_path_factory):
-    from bench.accuracy import run
+def quick_cpu_command(tmp_path_factory):
+    """`python -m bench.accuracy --quick --cpu --out DIR`, run once in this process (its
+    main(), as the command calls it): (the folder it wrote to, what it printed)."""
+    from bench.accuracy import main
 
-    path = run("quick", "cpu", tmp_path_factory.mktemp("results"), echo=lambda line: None)
-    return read_run(path)
+    out = tmp_path_factory.mktemp("results")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        main(["--quick", "--cpu", "--out", str(out)])
+    return out, printed.getvalue()
+
+
+@pytest.fixture(scope="module")
+def quick_cpu_run(quick_cpu_command):
+    files = list(quick_cpu_command[0].glob("accuracy-cpu-quick-*.json"))
+    assert len(files) == 1
+    return read_run(files[0])
 
 
 def test_quick_run_measures_every_kind_on_the_cpu(quick_cpu_run):
@@ -97,13 +112,16 @@ def test_quick_run_on_a_cuda_gpu(tmp_path):
             assert row.detail["reserved_peak_bytes"] >= row.measured_bytes
 
 
-def test_harness_command_line(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "bench.accuracy", "--quick", "--cpu", "--out", str(tmp_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    files = list(tmp_path.glob("accuracy-cpu-quick-*.json"))
+def test_harness_command_line(quick_cpu_command):
+    """The command's own run (shared with the tests above: the harness runs once), and the
+    command as a process: `python -m bench.accuracy` reads its arguments."""
+    folder, printed = quick_cpu_command
+    files = list(folder.glob("accuracy-cpu-quick-*.json"))
     assert len(files) == 1 and read_run(files[0]).complete
-    assert "| training (target 5.0%) |" in out.stdout
+    assert "| training (target 5.0%) |" in printed
+    usage = subprocess.run([sys.executable, "-m", "bench.accuracy", "--help"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+    assert usage.returncode == 0 and "--quick" in usage.stdout, usage.stderr[-2000:]
 
 
 # -- the committed result files --------------------------------------------------------------
@@ -171,15 +189,13 @@ def test_summary_by_hand():
 
 
 def test_cli_prints_the_latest_results():
-    out = subprocess.run([sys.executable, "-m", "calculator", "accuracy", "--json"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    out = run_cli("accuracy", "--json")  # in this process (tests/cli_runner.py)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     runs = latest_runs(RESULTS_DIR)
     assert [r["file"] for r in data["runs"]] == [r.path.name for r in runs]
     assert [row["measured_bytes"] for row in data["runs"][0]["rows"]] == [r.measured_bytes for r in runs[0].rows]
-    human = subprocess.run([sys.executable, "-m", "calculator", "accuracy", "--rows"], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+    human = run_cli("accuracy", "--rows")
     assert human.returncode == 0 and "inference" in human.stdout and "GiB" in human.stdout
 
 

@@ -18,6 +18,7 @@ from calculator.answers.markdown import ANSWERING
 from calculator.core.typography import NNBSP
 from calculator.core.units import format_bytes, format_count, format_number
 from tests.apptest import open_page
+from tests.cli_runner import run_cli
 from tests.conftest import ROOT
 
 CASES = {
@@ -49,6 +50,12 @@ VERDICT_FIGURE = {
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess:
+    """The command run in this process (tests/cli_runner.py)."""
+    return run_cli(*argv)
+
+
+def cli_process(*argv: str) -> subprocess.CompletedProcess:
+    """The command as a real process: its exit status and stderr, not only what main() returns."""
     return subprocess.run([sys.executable, "-m", "calculator", *argv], capture_output=True, cwd=ROOT, timeout=300,
                           text=True)
 
@@ -105,7 +112,7 @@ def test_answers_state_the_verdict_of_the_engine():
 def test_markdown_refusals_are_one_line():
     for argv in (["estimate", "gpt2", "--markdown", "--lang", "de"], ["catalog", "--markdown"],
                  ["serve", "gpt2", "--gpu", "t4", "--engine", "llama.cpp", "--markdown"]):  # llama-cpp answers it
-        done = cli(*argv)
+        done = cli_process(*argv)
         assert done.returncode == 2 and done.stderr.count("\n") == 1
 
 

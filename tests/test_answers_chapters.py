@@ -4,26 +4,29 @@ and in French, and its verdict carries the figures the page shows beside it."""
 
 from __future__ import annotations
 
-import os
+from functools import cache
 import re
 import shlex
-import subprocess
-import sys
 
 import pytest
 
 from calculator.core.messages import text
 from tests.apptest import open_page
-from tests.conftest import ROOT
+from tests.cli_runner import run_cli
 
 CASE = {"model": "llama-3-8b", "gpu": "rtx4090"}
 
 
+@cache
+def chapter_page(slug: str, lang: str, **query: str):
+    """The chapter run once per address for this file: its tests only read the page (several
+    answers of fine-tuning, slow-model and oom come from one run, as a reader sees them)."""
+    return open_page(slug, lang, **query)
+
+
 def cli_markdown(command_line: str, lang: str) -> str:
     argv = shlex.split(command_line)[3:]  # after "python -m calculator"
-    env = {k: v for k, v in os.environ.items() if k != "GUIDE_URL"}
-    done = subprocess.run([sys.executable, "-m", "calculator", *argv, "--markdown", "--lang", lang], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env=env)
+    done = run_cli(*argv, "--markdown", "--lang", lang, env={"GUIDE_URL": None})  # in this process
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -66,7 +69,7 @@ def check_same_as_cli(answer: str, lang: str) -> str:
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_parallelism_answers(lang):
-    at = open_page("parallelism", lang, **CASE)
+    at = chapter_page("parallelism", lang, **CASE)
     assert not at.exception
     answers = page_answers(at)
     verdict = check_same_as_cli(answers["tensor-parallel"], lang)
@@ -80,7 +83,7 @@ def test_parallelism_answers(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_slow_model_data_parallel_answer(lang):
-    at = open_page("slow-model", lang, **CASE)
+    at = chapter_page("slow-model", lang, **CASE)
     assert not at.exception
     verdict = check_same_as_cli(page_answers(at)["data-parallel"], lang)
     assert plain(metric(at, text("data_parallel.one_gpu", lang))) in verdict
@@ -90,7 +93,7 @@ def test_slow_model_data_parallel_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_quantization_answer(lang):
-    at = open_page("quantization", lang, **CASE)
+    at = chapter_page("quantization", lang, **CASE)
     assert not at.exception
     verdict = check_same_as_cli(page_answers(at)["quantize"], lang)
     table = next(frame.value for frame in at.dataframe if text("quantization.col_format", lang) in frame.value)
@@ -101,7 +104,7 @@ def test_quantization_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_fine_tuning_answer(lang):
-    at = open_page("fine-tuning", lang, **CASE)
+    at = chapter_page("fine-tuning", lang, **CASE)
     assert not at.exception
     verdict = check_same_as_cli(section_answer(at, "training-memory"), lang)
     assert plain(metric(at, text("training_memory.ours", lang))) in verdict
@@ -110,7 +113,7 @@ def test_fine_tuning_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_oom_longest_context_answer(lang):
-    at = open_page("oom", lang, **CASE)
+    at = chapter_page("oom", lang, **CASE)
     assert not at.exception
     answer = next(block.value for block in at.code if block.language == "markdown" and "#context-length" in block.value)
     assert "/oom?" in answer  # the section the reader is on
@@ -125,7 +128,7 @@ def test_oom_longest_context_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_cpu_offloading_device_map_answer(lang):
-    at = open_page("cpu-offloading", lang, model="llama-3-8b", gpu="rtx4090", om_gpu_gib="8")
+    at = chapter_page("cpu-offloading", lang, model="llama-3-8b", gpu="rtx4090", om_gpu_gib="8")
     assert not at.exception
     answer = page_answers(at)["offload"]
     assert "--gpu-memory 8GiB" in answer and "device_map" in answer  # the reader's budget, the loading code
@@ -136,7 +139,7 @@ def test_cpu_offloading_device_map_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_slow_model_batch_size_answer(lang):
-    at = open_page("slow-model", lang, **CASE)
+    at = chapter_page("slow-model", lang, **CASE)
     assert not at.exception
     verdict = check_same_as_cli(page_answers(at)["speed"], lang)
     column = text("batch_size.col_throughput", lang)
@@ -151,7 +154,7 @@ def test_slow_model_batch_size_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_serving_fewest_gpus_answer(lang):
-    at = open_page("serving", lang, model="llama-3-8b", gpu="rtx4090", users="64", context="8192")
+    at = chapter_page("serving", lang, model="llama-3-8b", gpu="rtx4090", users="64", context="8192")
     assert not at.exception
     answer = next(block.value for block in at.code if block.language == "markdown" and "--users 64" in block.value)
     verdict = check_same_as_cli(answer, lang)
@@ -165,7 +168,7 @@ def test_serving_fewest_gpus_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_oom_largest_batch_answer(lang):
-    at = open_page("oom", lang, model="llama-3-8b", gpu="rtx4090", lb_longest="8192")
+    at = chapter_page("oom", lang, model="llama-3-8b", gpu="rtx4090", lb_longest="8192")
     assert not at.exception
     answer = next(block.value for block in at.code if block.language == "markdown" and "#batch-size" in block.value)
     verdict = check_same_as_cli(answer, lang)
@@ -177,7 +180,7 @@ def test_oom_largest_batch_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_home_quick_check_answer(lang):
-    at = open_page("", lang, model="llama-3-8b", gpu="rtx4090", dtype="float32")
+    at = chapter_page("", lang, model="llama-3-8b", gpu="rtx4090", dtype="float32")
     assert not at.exception
     answer = page_answers(at)["estimate"]
     assert "--gpu rtx4090 --dtypes float32" in answer  # estimate --gpu: its verdict is the page's
@@ -189,7 +192,7 @@ def test_home_quick_check_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_fine_tuning_lora_answer(lang):
-    at = open_page("fine-tuning", lang, **CASE)
+    at = chapter_page("fine-tuning", lang, **CASE)
     assert not at.exception
     answer = section_answer(at, "lora")
     assert "--compare-methods" in answer and "--lora-rank 16 --lora-targets all-linear" in answer
@@ -203,7 +206,7 @@ def test_fine_tuning_lora_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_fine_tuning_zero_answer(lang):
-    at = open_page("fine-tuning", lang, **CASE)
+    at = chapter_page("fine-tuning", lang, **CASE)
     assert not at.exception
     answer = section_answer(at, "zero")
     assert "--gpus 16 --zero 3" in answer  # the page's stage, at the largest count its chart shows
@@ -216,7 +219,7 @@ def test_fine_tuning_zero_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_fine_tuning_distributed_answer(lang):
-    at = open_page("fine-tuning", lang, **CASE)
+    at = chapter_page("fine-tuning", lang, **CASE)
     assert not at.exception
     answer = section_answer(at, "distributed")
     assert "--accumulation 8" in answer  # the page's accumulation
@@ -230,7 +233,7 @@ def test_fine_tuning_distributed_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_serving_concurrency_answer(lang):
-    at = open_page("serving", lang, model="llama-3-8b", gpu="rtx4090", svc_prefix="1024")
+    at = chapter_page("serving", lang, model="llama-3-8b", gpu="rtx4090", svc_prefix="1024")
     assert not at.exception
     answer = section_answer(at, "concurrency")
     assert "--shared-prefix 1024" in answer
@@ -241,7 +244,7 @@ def test_serving_concurrency_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_serving_settings_answer(lang):
-    at = open_page("serving", lang, model="llama-3-8b", gpu="rtx4090", sve_seqs="64", sve_util="0.85")
+    at = chapter_page("serving", lang, model="llama-3-8b", gpu="rtx4090", sve_seqs="64", sve_util="0.85")
     assert not at.exception
     answer = section_answer(at, "engine-settings")
     assert "--gpu-memory-utilization 0.85 --max-num-seqs 64" in answer  # the reader's flags
@@ -253,7 +256,7 @@ def test_serving_settings_answer(lang):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_slow_model_precision_answer(lang):
-    at = open_page("slow-model", lang, **CASE)
+    at = chapter_page("slow-model", lang, **CASE)
     assert not at.exception
     answer = section_answer(at, "precision")
     verdict = check_same_as_cli(answer, lang)
@@ -274,7 +277,7 @@ def test_memory_estimate_exact_count_answer(lang):
     from calculator.memory.estimate import rows_for
     from guide.format import format_bytes
 
-    at = open_page("memory-estimate", lang, model="llama-3-8b")
+    at = chapter_page("memory-estimate", lang, model="llama-3-8b")
     assert not at.exception
     answer = page_answers(at)["estimate"]  # the page's one estimate answer
     line = re.findall(r"```bash\n(.*?)\n```", answer, re.S)[-1]

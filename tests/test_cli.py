@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests.cli_runner import run_cli
 from tests.conftest import CONFIGS, ROOT
 
 ROW_KEYS = {"dtype", "bytes_per_param", "total_bytes", "largest_layer", "largest_layer_bytes",
@@ -19,13 +20,19 @@ TOP_KEYS = {"model", "source", "architecture", "model_class", "parameters", "buf
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "calculator", *args], cwd=ROOT, env=full_env,
+    """The command as a real process: its exit status and what reaches stderr (no traceback).
+    Other test files import it with their own environment."""
+    return subprocess.run([sys.executable, "-m", "calculator", *args], cwd=ROOT, env={**os.environ, **(env or {})},
                           capture_output=True, text=True, timeout=120)
 
 
+def cli_here(*args: str) -> subprocess.CompletedProcess:
+    """The command run in this process (tests/cli_runner.py): what it prints."""
+    return run_cli(*args)
+
+
 def test_estimate_table_names_its_units():
-    out = cli("estimate", "llama-2-7b")
+    out = cli_here("estimate", "llama-2-7b")
     assert out.returncode == 0, out.stderr
     assert "6,738,415,616" in out.stdout
     assert "GiB" in out.stdout and "2^30 bytes" in out.stdout
@@ -34,7 +41,7 @@ def test_estimate_table_names_its_units():
 
 
 def test_estimate_json_contract():
-    out = cli("estimate", "bert-base-cased", "--model-class", "base", "--dtypes", "float32", "float16", "--json")
+    out = cli_here("estimate", "bert-base-cased", "--model-class", "base", "--dtypes", "float32", "float16", "--json")
     data = json.loads(out.stdout)
     assert TOP_KEYS <= set(data)
     assert data["source"] == "catalog" and data["model_class"] == "base"
@@ -49,7 +56,7 @@ def test_estimate_json_contract():
 
 
 def test_int_dtypes_have_no_accelerate_training_figure():
-    rows = json.loads(cli("estimate", "gpt2", "--dtypes", "int8", "int4", "--json").stdout)["rows"]
+    rows = json.loads(cli_here("estimate", "gpt2", "--dtypes", "int8", "int4", "--json").stdout)["rows"]
     assert [row["training_adam_bytes"] for row in rows] == [None, None]
     assert rows[1]["total_bytes"] == 124_439_808 // 2
 
@@ -58,17 +65,17 @@ def test_local_config_file_and_folder(tmp_path):
     target = tmp_path / "tiny"
     target.mkdir()
     (target / "config.json").write_text((CONFIGS / "tiny-llama.json").read_text())
-    by_folder = json.loads(cli("estimate", str(target), "--json").stdout)
-    by_file = json.loads(cli("estimate", str(target / "config.json"), "--json").stdout)
+    by_folder = json.loads(cli_here("estimate", str(target), "--json").stdout)
+    by_file = json.loads(cli_here("estimate", str(target / "config.json"), "--json").stdout)
     assert by_folder["source"] == by_file["source"] == "local"
     assert by_folder["parameters"] == by_file["parameters"] > 0
 
 
 def test_catalog_command_lists_every_model():
-    data = json.loads(cli("catalog", "--json").stdout)
+    data = json.loads(cli_here("catalog", "--json").stdout)
     assert len(data["models"]) >= 25
     assert {"name", "id", "parameters"} <= set(data["models"][0])
-    table = cli("catalog").stdout
+    table = cli_here("catalog").stdout
     assert "meta-llama/Llama-2-7b-hf" in table
 
 
@@ -100,7 +107,7 @@ def test_bad_input_is_one_line_and_exit_code_2(args):
 def test_bad_local_configs(tmp_path, content, expected):
     path = tmp_path / "config.json"
     path.write_text(content)
-    out = cli("estimate", str(path))
+    out = cli_here("estimate", str(path))
     assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr
 
 
@@ -118,8 +125,9 @@ def test_trust_remote_code_runs_a_local_repositorys_code(tmp_path):
         "    def __init__(self, config):\n        super().__init__(config)\n"
         "        self.proj = torch.nn.Linear(config.width, config.width)\n        self.post_init()\n"
     )
-    refused = cli("estimate", str(tmp_path))
+    refused = cli_here("estimate", str(tmp_path))
     assert refused.returncode == 2 and "--trust-remote-code" in refused.stderr
+    # a real process: the repository's code is imported by whoever builds the model
     accepted = cli("estimate", str(tmp_path), "--trust-remote-code", "--json")
     assert accepted.returncode == 0, accepted.stderr
     assert json.loads(accepted.stdout)["parameters"] == 8 * 8 + 8

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 import subprocess
-import sys
 import time
 import tomllib
 
@@ -19,7 +18,7 @@ from calculator.answers.evidence_text import figure_rows, lines
 from calculator.core.gpus import gpu
 from calculator.models.seam import resolve
 from calculator.serving.plan import serve
-from tests.conftest import ROOT
+from tests import cli_runner
 
 DATA = Path(__file__).parent / "data" / "evidence"
 SOURCES = tomllib.loads((DATA / "sources.toml").read_text())
@@ -315,8 +314,8 @@ def test_hostile_input_takes_little_time(hostile):
 # ---------------------------------------------------------------- CLI
 
 def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "calculator", "read", *args], input=stdin, capture_output=True,
-                          cwd=ROOT, timeout=120)
+    """`python -m calculator read ...`, run in this process (tests/cli_runner.py)."""
+    return cli_runner.run_cli("read", *args, stdin=stdin)
 
 
 def test_cli_reads_a_file_and_stdin_as_json():
@@ -339,4 +338,4 @@ def test_cli_reads_a_file_and_stdin_as_json():
 def test_cli_refuses_in_one_line(args, stdin):
     done = run_cli(*args, stdin=stdin)
     assert done.returncode == 2
-    assert done.stderr.decode().count("\n") == 1 and "Traceback" not in done.stderr.decode()
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

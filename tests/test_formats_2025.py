@@ -5,8 +5,6 @@ checkpoint ships in read from its config."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -15,7 +13,7 @@ from calculator.memory.inference import inference_memory
 from calculator.memory.quantization import (
     FORMAT_KEYS, matrix_bytes, quant_format, quantize_model, shipped_format,
 )
-from tests.conftest import ROOT
+from tests.cli_runner import run_cli
 
 GiB = 2**30
 
@@ -123,7 +121,7 @@ def test_inference_prices_gpt_oss_in_mxfp4():
 
 
 def _cli(*args):
-    out = subprocess.run([sys.executable, "-m", "calculator", *args], cwd=ROOT, capture_output=True, text=True)
+    out = run_cli(*args)  # in this process (tests/cli_runner.py)
     return out.returncode, out.stdout, out.stderr
 
 

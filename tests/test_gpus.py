@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 
 import pytest
 
 from calculator.core.errors import CalculatorError
 from calculator.core.gpus import GROUPS, HOST_LINKS, gpu, gpu_count, gpus, host_link
 from guide.case import parse_value, url_text
-from tests.conftest import ROOT
+from tests.cli_runner import run_cli
 
 MIB, GIB = 2**20, 2**30
 
@@ -180,8 +179,7 @@ def test_a_custom_card_that_cannot_be_read_is_refused(text):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "calculator", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+    return run_cli(*args)  # in this process (tests/cli_runner.py)
 
 
 def test_the_cli_takes_a_custom_card_and_lists_the_catalog():

@@ -5,14 +5,13 @@ languages, and the CLI refuses exactly what the page refuses."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
 from calculator.core.errors import CalculatorError
 from calculator.core.limits import LIMITS, check
 from calculator.core.messages import catalog
-from tests.conftest import ROOT
+from tests.cli_runner import run_cli
 
 
 @pytest.mark.parametrize("name", sorted(LIMITS))
@@ -60,8 +59,7 @@ def test_the_engine_names_the_value_it_refuses():
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "calculator", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    return run_cli(*args)  # in this process (tests/cli_runner.py)
 
 
 @pytest.mark.parametrize("args, name", [

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -15,7 +14,7 @@ from calculator.models import catalog
 from calculator.cli.commands.oom_message import read_stdin
 from calculator.memory.oom_case import case_lines, case_tensors, read_against_case
 from calculator.memory.oom_message import parse
-from tests.conftest import ROOT
+from tests.cli_runner import run_cli
 from tests.test_oom_message import RTX_4090, TORCH_1_13, TORCH_2_4
 
 GIB, MIB = 2**30, 2**20
@@ -76,8 +75,7 @@ def test_tensors_of_a_quantized_case_compute_in_16_bits():
 
 
 def cli(*args: str, stdin: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "calculator", "oom-message", *args], cwd=ROOT, input=stdin,
-                          capture_output=True, text=True, timeout=120)
+    return run_cli("oom-message", *args, stdin=stdin)  # in this process (tests/cli_runner.py)
 
 
 def test_cli_json_has_causes_figures_and_the_case():

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -23,6 +21,7 @@ from calculator.models.meta import make_config
 from calculator.models.seam import catalog_model
 from calculator.memory.workload_speed import against_ceiling, workload_speed
 from calculator.memory.workloads import default_workload, shape, workload_for, workloads_for
+from tests.cli_runner import run_cli
 from tests.conftest import ROOT
 
 # The parameter counts of OpenAI's model card (github.com/openai/whisper, "Available models
@@ -74,8 +73,8 @@ def test_whisper_large_v3_cache_by_hand():
 
 
 def test_the_cli_answers_the_issues_whisper_question():
-    out = subprocess.run([sys.executable, "-m", "calculator", "inference", "whisper-large-v3", "--batch", "16",
-                          "--new-tokens", "128", "--json"], capture_output=True, text=True, cwd=ROOT, check=True)
+    out = cli("inference", "whisper-large-v3", "--batch", "16", "--new-tokens", "128", "--json")
+    assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["workload"] == "speech" and data["encoder_tokens"] == 1500
     assert data["kv_cache_bytes"] == 32 * 2 * 1280 * 2 * 16 * (1500 + 132)
@@ -179,7 +178,7 @@ def test_a_measured_speed_must_be_a_positive_number(bad):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "calculator", *args], capture_output=True, text=True, cwd=ROOT)
+    return run_cli(*args)  # in this process (tests/cli_runner.py)
 
 
 def test_speed_forward_mode_rows_and_measured():
