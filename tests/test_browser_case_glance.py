@@ -49,6 +49,9 @@ def test_the_case_reads_whole(server, browser, lang, width):
         assert page.evaluate(CLIPPED, ".st-key-case-summary p") == []
         if width > 500:  # the sidebar is open on a desktop: every chapter title whole
             links = "[data-testid='stSidebar'] [data-testid='stPageLink-NavLink'] p"
+            # the sidebar may arrive after the summary: wait for every chapter's link before reading
+            page.wait_for_function("([sel, n]) => document.querySelectorAll(sel).length >= n",
+                                   arg=[links, len(chapters.CHAPTERS)], timeout=30_000)
             assert page.evaluate(CLIPPED, links) == []
             shown = [t.replace("\u202f", " ").replace("\u00a0", " ") for t in page.locator(links).all_inner_texts()]
             for chapter in chapters.CHAPTERS:

@@ -162,6 +162,8 @@ def call(name: str, arguments: dict | None) -> dict:
     if command == "read":
         slug, anchor = READ_PAGES.get(result.get("kind"), (slug, anchor))
     case = {key: getattr(args, key) for key in CASE_NAMES if getattr(args, key, None) is not None}
+    if "dtype" not in case and isinstance(result.get("dtype"), str):  # chosen by the command (serve: as shipped)
+        case["dtype"] = result["dtype"]
     return {**result, "guide_link": guide_link(slug, anchor, {**case, **arguments})}
 
 
