@@ -146,6 +146,8 @@ def test_unknown_paths_of_any_depth_show_the_home_page_and_say_so(server, page, 
     warning.wait_for()
     assert shown in warning.inner_text()
     assert page.locator("h1").first.inner_text() == chapters.HOME.title(lang)
+    # the frame sets <html lang> on its first tick: wait for it as the language-switch test does
+    wait_until(page, "(l) => document.documentElement.lang === l", arg=lang, timeout=10_000)
     assert page.evaluate("document.documentElement.lang") == lang
 
 
