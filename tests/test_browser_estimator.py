@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.browser import heading_in_view, open_url, upload_to_case_bar, wait_for_text, wait_until
+from tests.browser import heading_in_view, open_url, upload_to_case_bar, wait_for_page, wait_for_text, wait_until
 from tests.conftest import CONFIGS
 
 pytestmark = pytest.mark.browser
@@ -39,7 +39,11 @@ def wait_for_widget_text(page, text: str, timeout: float = 30_000, where: str = 
 
 
 def type_model(page, text: str) -> None:
-    """Type into the case bar's model box (a catalog search that also takes a Hub id)."""
+    """Type into the case bar's model box (a catalog search that also takes a Hub id). The page
+    reruns once more after it is drawn (the remembered case is read back from the browser), which
+    can redraw the box under the keys: let that rerun pass first."""
+    page.wait_for_timeout(1_500)
+    wait_for_page(page)
     page.locator(f"{BAR} [data-testid='stSelectbox']").first.click()
     page.keyboard.press("Control+A")  # replace what the box holds
     page.keyboard.type(text)
