@@ -105,14 +105,19 @@ def test_cached_answers_do_not_wait_for_a_slow_build(limits):
     assert pool.overruns == 1
 
 
-def test_two_builds_at_once_use_two_workers(limits):
-    pool = limits(workers=2)
-    configs = [{**catalog.config("qwen2.5-0.5b"), "vocab_size": 151_936 + i} for i in range(2)]
-    threads = [threading.Thread(target=resolve_config, args=(c, f"q{i}.json")) for i, c in enumerate(configs)]
+def build_two_at_once(first_vocab: int, prefix: str) -> None:
+    """Two distinct small configs built at the same time, each from its own thread."""
+    configs = [{**catalog.config("qwen2.5-0.5b"), "vocab_size": first_vocab + i} for i in range(2)]
+    threads = [threading.Thread(target=resolve_config, args=(c, f"{prefix}{i}.json")) for i, c in enumerate(configs)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def test_two_builds_at_once_use_two_workers(limits):
+    pool = limits(workers=2)
+    build_two_at_once(151_936, "q")
     assert pool.started == 2 and len(pool.workers()) == 2
 
 
@@ -120,12 +125,7 @@ def test_an_idle_server_retires_its_second_worker_on_time(limits):
     """The second worker is stopped once it has been idle for idle_seconds, with no build
     asked after: a server at rest keeps one warm worker, not two (memory_curve found two)."""
     pool = limits(workers=2, idle_seconds=1.0)
-    configs = [{**catalog.config("qwen2.5-0.5b"), "vocab_size": 151_900 + i} for i in range(2)]
-    threads = [threading.Thread(target=resolve_config, args=(c, f"r{i}.json")) for i, c in enumerate(configs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    build_two_at_once(151_900, "r")
     assert len(pool.workers()) == 2
     stopped = pool.workers()
     deadline = time.monotonic() + 10
