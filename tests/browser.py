@@ -115,20 +115,53 @@ def upload_to_case_bar(page, path) -> None:
     body.set_input_files(str(path))
 
 
-def choose_typed(page, box, text: str) -> None:
-    """Type `text` into a select box that takes new options, and press Enter. Under load a
-    rerun can redraw the box between the click and the keys: type again until it holds it."""
-    field = box.locator("input")
+def type_into(page, box, text: str) -> None:
+    """Type `text` into a select box's search field. Under load a rerun can redraw the box
+    between the click and the keys: type again until the field holds it."""
     for _ in range(3):
         box.click()
         page.keyboard.press("Control+A")
         page.keyboard.type(text)
         try:
-            wait_until(page, "([e, t]) => e.value === t", arg=[field.element_handle(), text], timeout=5_000)
-            break
+            wait_until(page, "([e, t]) => !!e && e.value === t", arg=[box.locator("input").element_handle(), text],
+                       timeout=5_000)
+            return
         except Exception:
             continue
+
+
+def choose_typed(page, box, text: str) -> None:
+    """Type `text` into a select box that takes new options, and press Enter."""
+    type_into(page, box, text)
     page.keyboard.press("Enter")
+
+
+def choose_typed_until(page, box, text: str, in_url: str, tries: int = 3) -> None:
+    """Choose `text` in a select box that takes new options until the address bar shows
+    `in_url` (the page took it): a rerun that redraws the box can swallow the Enter too."""
+    for attempt in range(tries):
+        wait_for_page(page)
+        choose_typed(page, box, text)
+        try:
+            wait_until(page, "(t) => window.location.href.includes(t)", arg=in_url, timeout=30_000)
+            return
+        except Exception:
+            if attempt == tries - 1:
+                raise
+
+
+def pick_option(page, box, typed: str, option: str, tries: int = 3) -> None:
+    """Search the select box for `typed` and click the option named `option`, typing again if a
+    rerun closed the list under the keys."""
+    for attempt in range(tries):
+        wait_for_page(page)
+        type_into(page, box, typed)
+        try:
+            page.get_by_role("option", name=option).click(timeout=10_000)
+            return
+        except Exception:
+            if attempt == tries - 1:
+                raise
 
 
 def wait_for_text(page, selector: str, text: str, timeout: float = 30_000) -> None:

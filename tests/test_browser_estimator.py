@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from tests.browser import heading_in_view, open_url, upload_to_case_bar, wait_for_page, wait_for_text, wait_until
+from tests.browser import (choose_typed, choose_typed_until, heading_in_view, open_url, pick_option, upload_to_case_bar,
+                           wait_for_page, wait_for_text, wait_until)
 from tests.conftest import CONFIGS
 
 pytestmark = pytest.mark.browser
@@ -38,15 +39,11 @@ def wait_for_widget_text(page, text: str, timeout: float = 30_000, where: str = 
     wait_for_text(page, where, text, timeout)
 
 
-def type_model(page, text: str) -> None:
-    """Type into the case bar's model box (a catalog search that also takes a Hub id). The page
-    reruns once more after it is drawn (the remembered case is read back from the browser), which
-    can redraw the box under the keys: let that rerun pass first."""
-    page.wait_for_timeout(1_500)
-    wait_for_page(page)
-    page.locator(f"{BAR} [data-testid='stSelectbox']").first.click()
-    page.keyboard.press("Control+A")  # replace what the box holds
-    page.keyboard.type(text)
+def model_box(page):
+    """The case bar's model box (a catalog search that also takes a Hub id). The page reruns once
+    more after it is drawn (the remembered case is read back from the browser), which can redraw
+    the box under the keys: the helpers below type again when that happens."""
+    return page.locator(f"{BAR} [data-testid='stSelectbox']").first
 
 
 upload = upload_to_case_bar
@@ -73,21 +70,19 @@ def test_a_shared_estimator_url_reopens_the_estimate(server, browser, page):
 
 def test_catalog_search_as_you_type(server, page):
     open_url(page, f"{server.url}/estimator?lang=en")
-    type_model(page, "405")
-    page.get_by_role("option", name="meta-llama/Llama-3.1-405B").click()
+    pick_option(page, model_box(page), "405", "meta-llama/Llama-3.1-405B")
     wait_for_widget_text(page, "405,853,388,800")
     assert "model=llama-3.1-405b" in page.url
 
 
 def test_a_hub_id_typed_in_the_browser(server, fake_hub, page):
     open_url(page, f"{server.url}/estimator?lang=en")
-    type_model(page, "someone/tiny-llama")
-    page.keyboard.press("Enter")
+    choose_typed_until(page, model_box(page), "someone/tiny-llama", "model=someone%2Ftiny-llama")
     wait_for_widget_text(page, "built from its config.json on the Hub", timeout=90_000)  # imports torch once
     assert "model=someone%2Ftiny-llama" in page.url
     assert any("/someone/tiny-llama/resolve/main/config.json" in r for r in fake_hub.requests)
-    type_model(page, "../etc/passwd")
-    page.keyboard.press("Enter")
+    wait_for_page(page)
+    choose_typed(page, model_box(page), "../etc/passwd")
     wait_for_widget_text(page, "is not a valid Hub id", where=BAR)
 
 
