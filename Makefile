@@ -16,7 +16,7 @@ run: $(RUN_DEPS)
 
 test: $(TEST_DEPS) chromium
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: $(TEST_DEPS) chromium
 	$(BIN)/python -m bench

@@ -97,3 +97,22 @@ def page(browser, request):
     tab = context.new_page()
     yield tab
     context.close()
+
+
+# The longest test files first (tests/schedule.py), and, when TEST_SECONDS_LOG names a file,
+# each test's seconds recorded there by the process that reports (the controller under xdist).
+
+def pytest_collection_modifyitems(config, items):
+    from tests.schedule import load_seconds, longest_files_first
+
+    order = longest_files_first([item.nodeid for item in items], load_seconds())
+    items[:] = [items[position] for position in order]
+
+
+def pytest_runtest_logreport(report):
+    from tests.schedule import record_line, recording_to
+
+    path = recording_to()
+    if path and not os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's reports reach the controller
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(record_line(report.nodeid, report.when, report.outcome, report.duration))
