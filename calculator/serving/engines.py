@@ -299,14 +299,37 @@ def allocator_rounding_bytes(summary: ModelSummary, spec: ArchSpec, dtype: str, 
     return sum(copies * rounding_bytes([size]) for copies, size in sizes)
 
 
+# Rotary scalings whose table vLLM extends to max positions x factor
+# (rotary_embedding/linear_scaling_rope.py, dynamic_ntk_scaling_rope.py: "the maximum length
+# after applying the rope scaling is self.max_position_embeddings * self.scaling_factor").
+EXTENDED_ROPE = ("linear", "dynamic")
+# Models whose sliding-window layers get a rotary embedding of their own (gemma3.py: the local
+# layers use rope_local_base_freq with no scaling, the global ones rope_theta and the scaling).
+LOCAL_ROPE_MODELS = ("gemma3", "gemma3_text")
+
+
+def rotary_positions(spec: ArchSpec, config: dict) -> list[int]:
+    """The rows of each cos/sin table vLLM builds: get_rope caches one table per distinct
+    set of rotary parameters, so most models have one and Gemma 3 two."""
+    text = config.get("text_config") or config
+    scaling = text.get("rope_scaling") or config.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type"))
+    factor = float(scaling.get("factor") or 1.0) if kind in EXTENDED_ROPE else 1.0
+    tables = [int(spec.max_positions * factor)]
+    if spec.model_type in LOCAL_ROPE_MODELS and any(group.window for group in spec.attention):
+        tables.append(spec.max_positions)
+    return tables
+
+
 def rotary_table_bytes(spec: ArchSpec, config: dict, a: int) -> int:
-    """vLLM's cos/sin cache: max positions x rotary dimensions, in the model's dtype, once."""
+    """vLLM's cos/sin caches: for each table, its positions x rotary dimensions, in the
+    model's dtype (rotary_embedding/base.py: `cache.to(dtype)`)."""
     if family_of(spec.model_type).positions != "rotary" or not spec.max_positions:
         return 0
     if is_mla(spec):
         dims = int(config.get("qk_rope_head_dim") or 0)
     else:
         dims = int(spec.head_dim * float(config.get("partial_rotary_factor") or 1.0))
-    return spec.max_positions * dims * a
+    return sum(rotary_positions(spec, config)) * dims * a
 
 
