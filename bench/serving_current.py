@@ -163,7 +163,8 @@ def main() -> None:
           "starts that print vLLM's equivalent share\n")
     print(table(results) + "\n")
     kv = kv_checks()
-    print(f"KV cache tokens, current accounting, on the {len(kv)} run(s) with a catalog model and card "
+    print(f"KV cache tokens, current accounting, on the {len(kv)} run(s) with a catalog card and a model of the "
+          "catalog or of bench/data/configs "
           f"(target: within {KV_TARGET:.0%}):\n")
     print(kv_table(kv) + "\n")
     for c in kv:
