@@ -164,3 +164,31 @@ def test_gemma_3_4b_weights_and_tokens_against_its_vllm_log():
     assert (plan.weights_bytes_per_gpu - tables + 64 * 2**20) / GIB < 8.58 - 0.45
     assert abs(plan.kv_tokens / row["logged"]["kv_tokens"] - 1) < 0.005
     assert abs(plan.available_kv_bytes_per_gpu / GIB - row["logged"]["available_kv_gib"]) < 0.15
+
+
+def test_mistral_small_3_1_rows_compared_with_the_catalog_entry():
+    """The archive's two Mistral Small 3.1 starts (vLLM 0.19, H100, share 0.95, 8,192 tokens) now
+    compare against the catalog's mistral-small-3.1-24b (the whole Mistral3 model, vision tower
+    included, as vLLM loads it). Cache by hand: 40 layers x 2 x 8 key/value heads x 128 x 2 bytes
+    = 163,840 bytes a token, a block of 16 tokens 2,621,440 bytes; the base log's 28.19 GiB buy
+    11,547 blocks = 184,752 tokens, 22.55x for 8,192 tokens (512 blocks)."""
+    from bench.serving import TARGET, compare
+
+    base, w8a8 = _row("vllm-0.19.0-h100-34"), _row("vllm-0.19.0-h100-56")
+    assert catalog.find("mistral-small-3.1-24b").id == base["model"]
+    assert w8a8["model"] == "RedHatAI/Mistral-Small-3.1-24B-Instruct-2503-quantized.w8a8"
+    groups = kv_groups(catalog_model("mistral-small-3.1-24b").spec, 1, 2)
+    assert [(g.layers, g.page_bytes) for g in groups] == [(40, 16 * 2 * 8 * 128 * 2)]
+    assert groups[0].layers * groups[0].page_bytes == 40 * 65_536 == 2_621_440
+    assert pool_blocks(groups, int(28.185 * GIB)) <= 11_547 <= pool_blocks(groups, int(28.195 * GIB))
+    assert pool_tokens(groups, 11_547) == 11_547 * 16 == base["logged"]["kv_tokens"]
+    assert round(11_547 / 512, 2) == base["logged"]["max_concurrency"]
+    plain, quantized = compare(base), compare(w8a8)
+    # bfloat16: weights as logged (44.76 GiB), tokens within 0.5%
+    assert abs(plain.predicted_weights_gib - 44.76) < 0.01 and abs(plain.error) < 0.005
+    # w8a8: within the 0.19 target; the weights 0.41 GiB under, one byte a parameter on the vision
+    # tower and projector's 24 x (4 x 1024^2 + 3 x 1024 x 4096) + 1024 x 5120 + 5120^2 + 4096 x 1024
+    # = 438.0 million parameters (0.408 GiB) that the checkpoint most likely keeps in bfloat16
+    assert abs(quantized.error) <= TARGET
+    vision = 24 * (4 * 1024**2 + 3 * 1024 * 4096) + 1024 * 5120 + 5120**2 + 4096 * 1024
+    assert abs(24.07 - quantized.predicted_weights_gib - vision / GIB) < 0.01
