@@ -220,6 +220,32 @@ def test_current_version_against_an_awq_start_on_an_rtx4080():
     assert check.within_target and not check.reported_gap and check.error < 0
 
 
+
+def test_awq_keeps_a_zero_point_per_group_and_output():
+    """vLLM's AWQ (awq_marlin.py create_weights, repacked to Marlin at the same sizes) stores per
+    quantized matrix qweight int32 [in, out / 8], scales float16 [in / 128, out] and qzeros int32
+    [in / 128, out / 8]: half a byte a weight, 2 bytes and half a byte per 128 weights. GPTQ and
+    compressed-tensors w4a16 are symmetric (gptq_marlin keeps no zero points). Qwen3-14B's quantized
+    matrices, 40 x (q and o 5,120 x 5,120, k and v 5,120 x 1,024, three of 5,120 x 17,408), hold
+    13,212,057,600 weights: 51,609,600 bytes of zero points. Against the two AWQ logs this closes a
+    quarter of the gap; 0.14 GiB (Qwen3-14B) and 0.07 GiB (Qwen2.5-7B) stay under, not traced."""
+    from bench.serving import model_of
+    from bench.serving_current import kv_checks
+
+    model = model_of("configs/qwen3-14b-reconstructed.json")
+    weights = {fmt: serve(model, gpu("l40s"), dtype=fmt, context=4096, layouts=False).replica.weights_bytes_per_gpu
+               for fmt in ("awq-4bit", "gptq-4bit", "int4")}
+    quantized = 40 * (2 * 5120 * 5120 + 2 * 5120 * 1024 + 3 * 5120 * 17408)
+    assert quantized == 13_212_057_600 and quantized // 256 == 51_609_600
+    assert abs(weights["awq-4bit"] - weights["gptq-4bit"] - 51_609_600) <= 1
+    assert weights["gptq-4bit"] == weights["int4"]
+    checks = {c.id: c for c in kv_checks()}
+    for run, logged, left in (("ddiiwoong-capstone-qwen3-14b-awq-l40s", 9.44, 0.14),
+                              ("kvcache-lab-qwen2.5-7b-awq-rtx4080", 5.29, 0.07)):
+        assert checks[run].logged_weights_gib == logged
+        assert abs(logged - checks[run].predicted_weights_gib - left) < 0.01
+
+
 HOSTILE = {
     "llama.cpp: huge context": ["--engine", "llama.cpp", "--context", "99999999999"],
     "llama.cpp: no slots": ["--engine", "llama.cpp", "--slots", "0"],
