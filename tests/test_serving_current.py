@@ -246,6 +246,54 @@ def test_awq_keeps_a_zero_point_per_group_and_output():
         assert abs(logged - checks[run].predicted_weights_gib - left) < 0.01
 
 
+
+def test_the_non_weight_gap_of_current_starts_term_by_term():
+    """What `serve` counts outside the weights on the three starts with a gap, each term by hand at
+    vLLM's default limits on these cards (2,048 tokens a step, 256 sequences: `vllm serve`, under
+    70 GiB): the profile run's peak is the sampler's moment, the step's hidden states, one row per
+    sequence and 256 x vocabulary logits at 2 + 13 bytes; then 0.25 GiB of non-torch memory and the
+    0.50 GiB CUDA graph estimate. The L40S gap (0.46 to 0.48 GiB once the weights are set apart) and
+    the RTX 4080's torch peak beyond ours (its log: 1.04 GiB) are each 13 bytes x 256 x vocabulary
+    again (0.471 GiB): the sampler's buffers counted twice. Not priced: the same rule would take
+    0.39 GiB more from the 0.21 RTX A5000 start (its sampler then outgrows its forward) and 1.9 GiB
+    from the 0.26 RTX PRO 6000 one, whose log leaves room for a torch peak of 0.48 GiB at most where
+    we already count 2.19; and the RTX 5090 starts (0.29) miss twice as much (1.0 GiB)."""
+    from bench.serving import model_of
+    from bench.serving_current import kv_checks, kv_rows
+    from calculator.serving.vllm import NON_TORCH_BYTES_ONE_GPU, SAMPLER_BYTES_PER_LOGIT, default_limits
+
+    assert default_limits(gpu("l40s").total_bytes, "l40s") == (2048, 256)
+    assert default_limits(gpu("rtx5090").total_bytes, "rtx5090") == (2048, 256)
+    sampler = {"l40s": 2048 * 5120 * 2 + 256 * 5120 * 2 + 256 * 151_936 * (2 + 13),
+               "rtx4080": 2048 * 3584 * 2 + 256 * 3584 * 2 + 256 * 152_064 * (2 + 13),
+               "rtx5090": 2048 * 2560 * 2 + 256 * 2560 * 2 + 256 * 151_936 * (2 + 13)}
+    assert sampler == {"l40s": 607_027_200, "rtx4080": 600_440_832, "rtx5090": 595_230_720}
+    assert SAMPLER_BYTES_PER_LOGIT == 13 and NON_TORCH_BYTES_ONE_GPU == round(0.25 * GIB)
+    plans = {row["id"]: row["serve"] for row in kv_rows()}
+    for run, card in (("ddiiwoong-capstone-qwen3-14b-l40s", "l40s"), ("kvcache-lab-qwen2.5-7b-awq-rtx4080", "rtx4080"),
+                      ("ai-infra-lab-qwen3-4b-2507-rtx5090", "rtx5090")):
+        args = plans[run]
+        replica = serve(model_of(args["model"]), gpu(card), dtype=args["dtype"], context=args["context"],
+                        utilization=args["utilization"], layouts=False).replica
+        assert (replica.profile_moment, replica.activation_reserve_bytes) == ("sampler", sampler[card])
+        assert replica.cuda_graph_bytes == CUDA_GRAPH_BYTES
+    twice = 13 * 256 * 151_936 / GIB
+    checks = {c.id: c for c in kv_checks()}
+
+    def gap(run):
+        c = checks[run]
+        weights = 0 if c.logged_weights_gib is None else c.predicted_weights_gib - c.logged_weights_gib
+        return c.predicted_available_gib - c.logged_available_gib + weights
+    assert abs(gap("ddiiwoong-capstone-qwen3-14b-l40s") - twice) < 0.02
+    assert abs(gap("ddiiwoong-capstone-qwen3-14b-awq-l40s") - twice) < 0.02
+    assert abs(1.04 - sampler["rtx4080"] / GIB - 13 * 256 * 152_064 / GIB) < 0.015
+    assert 0.9 < gap("ai-infra-lab-qwen3-4b-2507-rtx5090") < 1.2  # twice the L40S gap, in bfloat16
+    # the RTX PRO 6000 start: share 0.85 of 94.97 GiB, minus its pool, weights, logged graphs, non-torch
+    room = 0.85 * gpu("rtx-pro-6000").total_bytes / GIB - 6_891_296 * 12_288 / GIB - 0.92 - 0.21 - 0.25
+    ours = serve(catalog_model("qwen2.5-0.5b"), gpu("rtx-pro-6000"), context=2048, utilization=0.85, layouts=False)
+    assert room < 0.5 and ours.replica.activation_reserve_bytes / GIB > room + 1.6
+
+
 HOSTILE = {
     "llama.cpp: huge context": ["--engine", "llama.cpp", "--context", "99999999999"],
     "llama.cpp: no slots": ["--engine", "llama.cpp", "--slots", "0"],
