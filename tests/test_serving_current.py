@@ -107,15 +107,21 @@ def test_current_version_is_compared_with_published_logs():
 
 
 def test_current_version_kv_tokens_against_logs_on_catalog_models():
-    """Where the published run's model and card are in the catalog, the engine's "GPU KV cache
-    size" and "Available KV cache memory" lines are compared with `serve` (current accounting):
-    every such run within bench.serving_current.KV_TARGET (3%: the CUDA graph estimate, the
-    non-torch growth and the profile peak are not modelled for cards other than the H100)."""
+    """Where the published run's card is in the catalog and its model is too (or has a config
+    under bench/data/configs), the engine's "GPU KV cache size" and "Available KV cache memory"
+    lines are compared with `serve` (current accounting): at least four such runs within
+    bench.serving_current.KV_TARGET (3%: the CUDA graph estimate, the non-torch growth and the
+    profile peak are not modelled for cards other than the H100); a run outside it is reported
+    apart with its reason, and only while it is outside."""
     from bench.serving_current import KV_TARGET, kv_checks
 
     results = kv_checks()
-    assert len(results) >= 2 and all(c.within_target for c in results), [(c.id, c.error) for c in results]
-    assert all(abs(c.available_error) <= KV_TARGET for c in results if c.available_error is not None)
+    counted = [c for c in results if not c.reported_gap]
+    assert len(results) >= 5 and len(counted) >= 4
+    assert all(c.within_target for c in counted), [(c.id, c.error) for c in counted]
+    assert all(abs(c.available_error) <= KV_TARGET for c in counted if c.available_error is not None)
+    # a row is reported apart only while it is outside the target, and says why
+    assert all(not c.within_target and len(c.reported_gap) > 40 for c in results if c.reported_gap)
     # the row is read right: the logged tokens are the logged memory over Qwen3-8B's 147,456 bytes
     # per token (36 layers x 8 key/value heads x 128 x 2 tensors x 2 bytes)
     qwen = next(c for c in results if c.id == "lmcache-3430-qwen3-8b-a5000")
@@ -144,6 +150,148 @@ def test_current_version_against_a_published_eager_and_graphs_pair():
         assert -KV_TARGET < plan.kv_tokens / printed - 1 < -0.01, (plan.kv_tokens, printed)
     # eager minus graphs: `serve` moves the pool by its own 0.5 GiB, the log by 0.2 GiB
     assert (plans[1].kv_tokens - plans[0].kv_tokens) * 12_288 / GIB > 2 * graphs_gib
+
+
+def test_current_version_against_three_starts_of_one_l40s():
+    """A published vLLM 0.28.0 run (ddiiwoong/newblog, Qwen3-14B on an L40S): bfloat16 and AWQ
+    with vLLM's defaults, then AWQ at 0.95 with 1,024 tokens, 8 sequences and 8,192 tokens a step.
+    The config is rebuilt from Qwen3-8B's with Qwen3-14B's shapes; the log checks it twice: the
+    bfloat16 weights, 14,768,307,200 parameters worked out by hand (embedding and untied head of
+    151,936 x 5,120, 40 layers of q/k/v/o, three 5,120 x 17,408 matrices, norms) in 2 bytes plus
+    the 40,960 x 128 rotary table, are the 27.52 GiB printed; and one token of cache is 40 layers
+    x 8 heads x 128 x 2 tensors x 2 bytes = 163,840 bytes, which turns the printed 11.57 GiB into
+    the printed 75,824 tokens."""
+    from bench.serving_current import kv_checks, kv_rows
+
+    rows = {r["id"]: r for r in kv_rows() if r["id"].startswith("ddiiwoong-capstone")}
+    checks = {c.id: c for c in kv_checks() if c.id in rows}
+    assert len(checks) == 3
+    h, layers, ffn, vocab = 5120, 40, 17408, 151_936
+    params = 2 * vocab * h + layers * (2 * h * 40 * 128 + 2 * h * 8 * 128 + 3 * h * ffn + 2 * h + 2 * 128) + h
+    assert params == 14_768_307_200
+    bf16 = checks["ddiiwoong-capstone-qwen3-14b-l40s"]
+    assert abs((params * 2 + 40_960 * 128 * 2) / GIB - 27.52) < 0.005
+    assert abs(bf16.predicted_weights_gib - 27.52) < 0.005
+    token = 40 * 8 * 128 * 2 * 2
+    assert abs(75_824 * token / GIB - 11.57) < 0.005
+    # what the engine leaves out besides the weights: the same on both default starts, none with
+    # the tuned limits (so the weights are not the cause of the bfloat16 gap)
+    def overhead_gap(c):
+        return (c.predicted_available_gib - c.logged_available_gib) + (c.predicted_weights_gib - c.logged_weights_gib)
+    awq, tuned = checks["ddiiwoong-capstone-qwen3-14b-awq-l40s"], checks["ddiiwoong-capstone-qwen3-14b-awq-tuned-l40s"]
+    assert 0.4 < overhead_gap(bf16) < 0.55 and abs(overhead_gap(bf16) - overhead_gap(awq)) < 0.05
+    assert abs(overhead_gap(tuned)) < 0.1
+    assert bf16.reported_gap and not awq.reported_gap and not tuned.reported_gap
+
+
+def test_current_version_against_two_starts_of_one_rtx5090():
+    """ai-infra-lab (vLLM 0.29.0, an RTX 5090 at vLLM's default 0.92): Qwen3-4B-Instruct-2507 in
+    bfloat16 and in its block FP8 checkpoint. One token of cache: 36 layers x 8 heads x 128 x 2
+    tensors x 2 bytes = 147,456 bytes, which turns the printed 18.96 GiB into the printed 138,064
+    tokens (so the config's cache shape is the run's). Both starts leave about 1.0 GiB less for the
+    cache than `serve` does, in bfloat16 and FP8 alike: the gap is not in the weights, and both rows
+    are reported apart with that reason."""
+    from bench.serving_current import kv_checks
+
+    checks = {c.id: c for c in kv_checks() if c.id.startswith("ai-infra-lab")}
+    assert len(checks) == 2
+    assert abs(138_064 * 36 * 8 * 128 * 2 * 2 / GIB - 18.96) < 0.005
+    gaps = [c.predicted_available_gib - c.logged_available_gib for c in checks.values()]
+    assert all(0.9 < gap < 1.2 for gap in gaps) and abs(gaps[0] - gaps[1]) < 0.1, gaps
+    assert all(c.reported_gap and not c.within_target for c in checks.values())
+
+
+def test_current_version_against_an_awq_start_on_an_rtx4080():
+    """kvcache-lab (vLLM 0.26.0 under WSL2, an RTX 4080 at 0.90): Qwen2.5-7B-Instruct-AWQ, 32,768
+    tokens. One token: 28 layers x 4 heads x 128 x 2 x 2 = 57,344 bytes, the printed 8.0 GiB for
+    the printed 149,712 tokens. Within the target, but by compensation, which the post's breakdown
+    shows: its pool is 0.48 GiB above what the share leaves after the weights, torch peak, graphs
+    and non-torch memory it lists (15.99 GiB x 0.90 - 5.29 - 1.04 - 0.48 - 0.06 = 7.52), while our
+    torch peak is 0.48 GiB under its 1.04."""
+    from bench.serving_current import kv_checks, kv_rows
+
+    row = next(r for r in kv_rows() if r["id"] == "kvcache-lab-qwen2.5-7b-awq-rtx4080")
+    check = next(c for c in kv_checks() if c.id == row["id"])
+    assert abs(149_712 * 28 * 4 * 128 * 2 * 2 / GIB - 8.0) < 0.005
+    logged = row["logged"]
+    leftover = 15.99 * 0.90 - logged["weights_gib"] - logged["activation_peak_gib"] - logged["cuda_graph_gib"] \
+        - logged["non_torch_gib"]
+    assert 0.45 < logged["available_kv_gib"] - leftover < 0.5
+    assert check.within_target and not check.reported_gap and check.error < 0
+
+
+
+def test_awq_keeps_a_zero_point_per_group_and_output():
+    """vLLM's AWQ (awq_marlin.py create_weights, repacked to Marlin at the same sizes) stores per
+    quantized matrix qweight int32 [in, out / 8], scales float16 [in / 128, out] and qzeros int32
+    [in / 128, out / 8]: half a byte a weight, 2 bytes and half a byte per 128 weights. GPTQ and
+    compressed-tensors w4a16 are symmetric (gptq_marlin keeps no zero points). Qwen3-14B's quantized
+    matrices, 40 x (q and o 5,120 x 5,120, k and v 5,120 x 1,024, three of 5,120 x 17,408), hold
+    13,212,057,600 weights: 51,609,600 bytes of zero points. Against the two AWQ logs this closes a
+    quarter of the gap; 0.14 GiB (Qwen3-14B) and 0.07 GiB (Qwen2.5-7B) stay under, not traced."""
+    from bench.serving import model_of
+    from bench.serving_current import kv_checks
+
+    model = model_of("configs/qwen3-14b-reconstructed.json")
+    weights = {fmt: serve(model, gpu("l40s"), dtype=fmt, context=4096, layouts=False).replica.weights_bytes_per_gpu
+               for fmt in ("awq-4bit", "gptq-4bit", "int4")}
+    quantized = 40 * (2 * 5120 * 5120 + 2 * 5120 * 1024 + 3 * 5120 * 17408)
+    assert quantized == 13_212_057_600 and quantized // 256 == 51_609_600
+    assert abs(weights["awq-4bit"] - weights["gptq-4bit"] - 51_609_600) <= 1
+    assert weights["gptq-4bit"] == weights["int4"]
+    checks = {c.id: c for c in kv_checks()}
+    for run, logged, left in (("ddiiwoong-capstone-qwen3-14b-awq-l40s", 9.44, 0.14),
+                              ("kvcache-lab-qwen2.5-7b-awq-rtx4080", 5.29, 0.07)):
+        assert checks[run].logged_weights_gib == logged
+        assert abs(logged - checks[run].predicted_weights_gib - left) < 0.01
+
+
+
+def test_the_non_weight_gap_of_current_starts_term_by_term():
+    """What `serve` counts outside the weights on the three starts with a gap, each term by hand at
+    vLLM's default limits on these cards (2,048 tokens a step, 256 sequences: `vllm serve`, under
+    70 GiB): the profile run's peak is the sampler's moment, the step's hidden states, one row per
+    sequence and 256 x vocabulary logits at 2 + 13 bytes; then 0.25 GiB of non-torch memory and the
+    0.50 GiB CUDA graph estimate. The L40S gap (0.46 to 0.48 GiB once the weights are set apart) and
+    the RTX 4080's torch peak beyond ours (its log: 1.04 GiB) are each 13 bytes x 256 x vocabulary
+    again (0.471 GiB): the sampler's buffers counted twice. Not priced: the same rule would take
+    0.39 GiB more from the 0.21 RTX A5000 start (its sampler then outgrows its forward) and 1.9 GiB
+    from the 0.26 RTX PRO 6000 one, whose log leaves room for a torch peak of 0.48 GiB at most where
+    we already count 2.19; and the RTX 5090 starts (0.29) miss twice as much (1.0 GiB)."""
+    from bench.serving import model_of
+    from bench.serving_current import kv_checks, kv_rows
+    from calculator.serving.vllm import NON_TORCH_BYTES_ONE_GPU, SAMPLER_BYTES_PER_LOGIT, default_limits
+
+    assert default_limits(gpu("l40s").total_bytes, "l40s") == (2048, 256)
+    assert default_limits(gpu("rtx5090").total_bytes, "rtx5090") == (2048, 256)
+    sampler = {"l40s": 2048 * 5120 * 2 + 256 * 5120 * 2 + 256 * 151_936 * (2 + 13),
+               "rtx4080": 2048 * 3584 * 2 + 256 * 3584 * 2 + 256 * 152_064 * (2 + 13),
+               "rtx5090": 2048 * 2560 * 2 + 256 * 2560 * 2 + 256 * 151_936 * (2 + 13)}
+    assert sampler == {"l40s": 607_027_200, "rtx4080": 600_440_832, "rtx5090": 595_230_720}
+    assert SAMPLER_BYTES_PER_LOGIT == 13 and NON_TORCH_BYTES_ONE_GPU == round(0.25 * GIB)
+    plans = {row["id"]: row["serve"] for row in kv_rows()}
+    for run, card in (("ddiiwoong-capstone-qwen3-14b-l40s", "l40s"), ("kvcache-lab-qwen2.5-7b-awq-rtx4080", "rtx4080"),
+                      ("ai-infra-lab-qwen3-4b-2507-rtx5090", "rtx5090")):
+        args = plans[run]
+        replica = serve(model_of(args["model"]), gpu(card), dtype=args["dtype"], context=args["context"],
+                        utilization=args["utilization"], layouts=False).replica
+        assert (replica.profile_moment, replica.activation_reserve_bytes) == ("sampler", sampler[card])
+        assert replica.cuda_graph_bytes == CUDA_GRAPH_BYTES
+    twice = 13 * 256 * 151_936 / GIB
+    checks = {c.id: c for c in kv_checks()}
+
+    def gap(run):
+        c = checks[run]
+        weights = 0 if c.logged_weights_gib is None else c.predicted_weights_gib - c.logged_weights_gib
+        return c.predicted_available_gib - c.logged_available_gib + weights
+    assert abs(gap("ddiiwoong-capstone-qwen3-14b-l40s") - twice) < 0.02
+    assert abs(gap("ddiiwoong-capstone-qwen3-14b-awq-l40s") - twice) < 0.02
+    assert abs(1.04 - sampler["rtx4080"] / GIB - 13 * 256 * 152_064 / GIB) < 0.015
+    assert 0.9 < gap("ai-infra-lab-qwen3-4b-2507-rtx5090") < 1.2  # twice the L40S gap, in bfloat16
+    # the RTX PRO 6000 start: share 0.85 of 94.97 GiB, minus its pool, weights, logged graphs, non-torch
+    room = 0.85 * gpu("rtx-pro-6000").total_bytes / GIB - 6_891_296 * 12_288 / GIB - 0.92 - 0.21 - 0.25
+    ours = serve(catalog_model("qwen2.5-0.5b"), gpu("rtx-pro-6000"), context=2048, utilization=0.85, layouts=False)
+    assert room < 0.5 and ours.replica.activation_reserve_bytes / GIB > room + 1.6
 
 
 HOSTILE = {

@@ -212,16 +212,21 @@ def serving_weights(dtype: str) -> str:
     raise CalculatorError("serve_format", name=fmt.key, choices=", ".join(WEIGHT_DTYPES))
 
 
-def quantized_matrix_bytes(storage: str, parameters: float, out_features: float) -> float:
+def quantized_matrix_bytes(storage: str, parameters: float, out_features: float, zero_points: bool = False) -> float:
     """A linear layer's slice in vLLM's quantized layouts: float8 and int8 (w8a8) store one
     byte per weight and a float32 scale per output channel; int4 (w4a16) half a byte and a
-    float16 scale per group of 128 inputs."""
+    float16 scale per group of 128 inputs. AWQ is asymmetric: it also keeps a 4-bit zero point
+    per group and output (awq_marlin.py create_weights: qzeros int32 [groups, out / 8], repacked
+    to Marlin's layout at the same size); GPTQ and compressed-tensors w4a16 checkpoints are
+    symmetric, and gptq_marlin drops their zero points."""
     if storage in ("float8", "int8"):
         return parameters + 4 * out_features
-    return parameters / 2 + 2 * parameters / INT4_GROUP
+    zeros = parameters / INT4_GROUP / 2 if zero_points else 0.0
+    return parameters / 2 + 2 * parameters / INT4_GROUP + zeros
 
 
-def weights_per_gpu(summary: ModelSummary, spec: ArchSpec, config: dict | None, dtype: str, tensor: int) -> int:
+def weights_per_gpu(summary: ModelSummary, spec: ArchSpec, config: dict | None, dtype: str, tensor: int,
+                    zero_points: bool = False) -> int:
     """What `Model loading took X GiB` reports on one rank: the rank's slice of every split
     matrix and of the vocabulary (padded to a multiple of 64), whatever is replicated, the
     rotary cos/sin table vLLM builds in the model's dtype over every position, and for MLA
@@ -241,7 +246,7 @@ def weights_per_gpu(summary: ModelSummary, spec: ArchSpec, config: dict | None, 
                 continue
             params = split.bytes_per_gpu / 2
             outputs = matrix.out_features * matrix.count / (tensor if split.split == "columns" else 1)
-            total += quantized_matrix_bytes(storage, params, outputs) - split.bytes_per_gpu
+            total += quantized_matrix_bytes(storage, params, outputs, zero_points) - split.bytes_per_gpu
     config = config or {}
     padded = math.ceil(spec.vocab / VOCAB_PADDING) * VOCAB_PADDING if spec.vocab else 0
     vocab_matrices = 1 + (not config.get("tie_word_embeddings", False) and spec.head == "lm")
@@ -254,7 +259,8 @@ def weights_per_gpu(summary: ModelSummary, spec: ArchSpec, config: dict | None, 
     return math.ceil(total)
 
 
-def experts_bytes_per_gpu(summary: ModelSummary, spec: ArchSpec, dtype: str, tensor: int) -> int:
+def experts_bytes_per_gpu(summary: ModelSummary, spec: ArchSpec, dtype: str, tensor: int,
+                          zero_points: bool = False) -> int:
     """The routed experts' share of weights_per_gpu: what expert parallelism spreads further."""
     if not spec.experts:
         return 0
@@ -268,7 +274,7 @@ def experts_bytes_per_gpu(summary: ModelSummary, spec: ArchSpec, dtype: str, ten
             continue
         if quantized:
             outputs = matrix.out_features * matrix.count / (tensor if split.split == "columns" else 1)
-            total += quantized_matrix_bytes(storage, split.bytes_per_gpu / 2, outputs)
+            total += quantized_matrix_bytes(storage, split.bytes_per_gpu / 2, outputs, zero_points)
         else:
             total += split.bytes_per_gpu
     return math.ceil(total)
@@ -299,14 +305,37 @@ def allocator_rounding_bytes(summary: ModelSummary, spec: ArchSpec, dtype: str, 
     return sum(copies * rounding_bytes([size]) for copies, size in sizes)
 
 
+# Rotary scalings whose table vLLM extends to max positions x factor
+# (rotary_embedding/linear_scaling_rope.py, dynamic_ntk_scaling_rope.py: "the maximum length
+# after applying the rope scaling is self.max_position_embeddings * self.scaling_factor").
+EXTENDED_ROPE = ("linear", "dynamic")
+# Models whose sliding-window layers get a rotary embedding of their own (gemma3.py: the local
+# layers use rope_local_base_freq with no scaling, the global ones rope_theta and the scaling).
+LOCAL_ROPE_MODELS = ("gemma3", "gemma3_text")
+
+
+def rotary_positions(spec: ArchSpec, config: dict) -> list[int]:
+    """The rows of each cos/sin table vLLM builds: get_rope caches one table per distinct
+    set of rotary parameters, so most models have one and Gemma 3 two."""
+    text = config.get("text_config") or config
+    scaling = text.get("rope_scaling") or config.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type"))
+    factor = float(scaling.get("factor") or 1.0) if kind in EXTENDED_ROPE else 1.0
+    tables = [int(spec.max_positions * factor)]
+    if spec.model_type in LOCAL_ROPE_MODELS and any(group.window for group in spec.attention):
+        tables.append(spec.max_positions)
+    return tables
+
+
 def rotary_table_bytes(spec: ArchSpec, config: dict, a: int) -> int:
-    """vLLM's cos/sin cache: max positions x rotary dimensions, in the model's dtype, once."""
+    """vLLM's cos/sin caches: for each table, its positions x rotary dimensions, in the
+    model's dtype (rotary_embedding/base.py: `cache.to(dtype)`)."""
     if family_of(spec.model_type).positions != "rotary" or not spec.max_positions:
         return 0
     if is_mla(spec):
         dims = int(config.get("qk_rope_head_dim") or 0)
     else:
         dims = int(spec.head_dim * float(config.get("partial_rotary_factor") or 1.0))
-    return spec.max_positions * dims * a
+    return sum(rotary_positions(spec, config)) * dims * a
 
 

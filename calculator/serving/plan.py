@@ -20,6 +20,7 @@ from calculator.core.gpus import Gpu
 from calculator.memory.kv_layers import has_linear_layers
 from calculator.distributed.llama_cpp import SERVER_SLOTS, kv_cache
 from calculator.memory.inference import check_positions, inference_memory, kv_bytes_per_token
+from calculator.memory.quantization import is_format, quant_format
 from calculator.distributed.parallel import check_degree, pipeline_split, tensor_parallel
 from calculator.core import limits
 from calculator.serving.engines import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, check_count,
@@ -155,6 +156,7 @@ class VllmOptions:
     kv_cache_memory_bytes: int | None = None
     expert_parallel: bool = False
     weights_format: str | None = None  # mxfp4, nvfp4, fp8-block128: priced by weights.py
+    zero_points: bool = False  # AWQ's 4-bit zero points (engines.quantized_matrix_bytes)
 
 
 def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: int, context: int,
@@ -162,13 +164,14 @@ def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: i
              options: VllmOptions = VllmOptions(), replicas: int = 1) -> Replica:
     spec = model.spec
     fmt = options.weights_format
-    weights = weights_per_gpu(model.summary, spec, model.config, "bfloat16" if fmt else dtype, tensor)
+    weights = weights_per_gpu(model.summary, spec, model.config, "bfloat16" if fmt else dtype, tensor,
+                              options.zero_points)
     if fmt:
         weights = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, weights)
     if options.expert_parallel and replicas > 1:
         # --enable-expert-parallel: the experts spread over every GPU (tensor x data parallel),
         # attention and the rest stay split by tensor parallelism within each replica
-        experts = experts_bytes_per_gpu(model.summary, spec, "bfloat16" if fmt else dtype, tensor)
+        experts = experts_bytes_per_gpu(model.summary, spec, "bfloat16" if fmt else dtype, tensor, options.zero_points)
         if fmt:
             experts = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, experts, experts_only=True)
         weights -= experts - math.ceil(experts / replicas)
@@ -233,6 +236,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
         raise CalculatorError(not_served_code(spec), model_type=getattr(spec, "model_type", "") or model.name[:40])
     if has_linear_layers(spec, model.config):
         raise CalculatorError("serve_linear_attention", model_type=spec.model_type[:40])
+    zero_points = is_format(dtype) and quant_format(dtype).key == "awq-4bit"
     dtype, weights_format, dtype_source = serving_precision(model, card, engine, dtype)
     if tensor is None:
         tensor = gpus or 1
@@ -255,7 +259,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     if kv_cache_memory_bytes is not None:
         kv_cache_memory_bytes = check_count("--kv-cache-memory-bytes", kv_cache_memory_bytes, MAX_KV_BYTES)
     options = VllmOptions(engine_version, bool(enforce_eager), kv_cache_memory_bytes, bool(expert_parallel),
-                          weights_format)
+                          weights_format, zero_points)
     if utilization is None:
         utilization = (VLLM_UTILIZATIONS[engine_version] if engine == "vllm"
                        else sglang_fraction(card.memory_bytes, tensor, engine_version, bool(spec.mla_expanded_dim),
