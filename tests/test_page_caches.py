@@ -189,3 +189,27 @@ def test_kept_training_searches_are_the_computed_ones():
     assert _usable_counts("pipeline", LLAMA.spec, 4096) == (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32)
     assert _usable_counts("ddp", LLAMA.spec, 4096) == (1,)
     assert len(_usable_counts("zero3", LLAMA.spec, 4096)) == 8 + 4096 // 8 - 1
+
+
+def test_kept_path_parses_are_plotlys_and_build_the_same_figures(monkeypatch):
+    import plotly.basedatatypes as base
+
+    kept = base._str_to_dict_path_full
+    assert kept.kept_parse  # guide.charts is imported: plotly's parse is kept
+    plotly_parse = kept.plotly_parse
+    for path in ("marker_color", "line_dash", "annotation_position", "legend_traceorder", "xaxis.title.text",
+                 "error_x_thickness", "shapes[0].line.width", "layout.xaxis2_range[1]", "", "a__b_"):
+        assert kept(path) == plotly_parse(path) and kept(path) == kept(path)
+        assert kept(path)[1] is not kept(path)[1]  # each caller its own list of positions
+
+    def built() -> dict:
+        fig = go.Figure()
+        fig.add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights", marker_color="#123456", error_y_thickness=2)
+        fig.update_layout(barmode="stack", legend_traceorder="normal", xaxis_title="batch", height=300)
+        fig.add_hline(y=2.5, line_dash="dash", line_color="#d62728", annotation_text="usable",
+                      annotation_position="top left")
+        return fig.to_dict()
+
+    with_kept = built()
+    monkeypatch.setattr(base, "_str_to_dict_path_full", plotly_parse)
+    assert built() == with_kept
