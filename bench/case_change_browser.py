@@ -38,11 +38,18 @@ def value_of(name: str, reader: int, change: int, changes: int) -> str:
     return str(2 + reader * changes + change)
 # On the page's clock: when the title appears, when Enter is pressed, when the page last changed.
 WATCH = """
-window.__guide = {title: null, enter: null, last: 0};
-document.addEventListener('keydown', e => { if (e.key === 'Enter') window.__guide.enter = performance.now(); }, true);
-new MutationObserver(() => {
+window.__guide = {title: null, enter: null, last: 0, changes: 0, in_charts: 0};
+document.addEventListener('keydown', e => {
+  if (e.key === 'Enter') Object.assign(window.__guide, {enter: performance.now(), changes: 0, in_charts: 0});
+}, true);
+new MutationObserver(list => {
   const now = performance.now();
   window.__guide.last = now;
+  window.__guide.changes += list.length;  // DOM mutations since Enter, and how many inside a chart
+  for (const m of list) {
+    const node = m.target.nodeType === 1 ? m.target : m.target.parentElement;
+    if (node && node.closest("[data-testid='stPlotlyChart']")) window.__guide.in_charts += 1;
+  }
   if (window.__guide.title === null && document.querySelector("[data-testid='stMainBlockContainer'] h1"))
     window.__guide.title = now;
 }).observe(document, {childList: true, subtree: true, characterData: true});
@@ -79,12 +86,18 @@ async def settle(page, before: str) -> float:
     return await page.evaluate("() => (window.__guide.last - window.__guide.enter) / 1000")
 
 
+async def mutations(page) -> tuple[int, int]:
+    """DOM mutations since the last Enter, and those inside charts (read once the page settled)."""
+    counts = await page.evaluate("() => [window.__guide.changes, window.__guide.in_charts]")
+    return counts[0], counts[1]
+
+
 async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
     """One reader (the `offset`-th) on one chapter: its first heading, then `changes` case changes."""
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
     await page.add_init_script(WATCH)
-    result = {"heading": None, "changes": [], "errors": []}
+    result = {"heading": None, "changes": [], "mutations": [], "errors": []}
     try:
         await page.goto(f"{url}/{chapter.slug}?lang=en", timeout=TIMEOUT_MS)
         await page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=TIMEOUT_MS)
@@ -96,6 +109,7 @@ async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
             before = await page.evaluate(MAIN_TEXT)
             await change(page, field_of(chapter), value_of(field_of(chapter), offset, i, changes))
             result["changes"].append(await settle(page, before))
+            result["mutations"].append(await mutations(page))
     except Exception as error:  # a timeout is reported with the chapter, not raised
         result["errors"].append(f"{chapter.slug or 'home'}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
     finally:
@@ -120,7 +134,10 @@ async def measure(url: str, slugs: list[str] | None, changes: int, readers: int)
                 continue
             results = await asyncio.gather(*(reader(browser, url, chapter, changes, i) for i in range(readers)))
             times = [t for r in results for t in r["changes"]]
+            counts = [c for r in results for c in r["mutations"]] or [(0, 0)]
             rows.append({"slug": chapter.slug or "home", "field": field_of(chapter), "times": times,
+                         "mutations": statistics.median(c[0] for c in counts),
+                         "in_charts": statistics.median(c[1] for c in counts),
                          "heading": statistics.median(r["heading"] for r in results if r["heading"] is not None),
                          "errors": [e for r in results for e in r["errors"]]})
             row = rows[-1]
@@ -145,12 +162,13 @@ def main(options: list[str] | None = None) -> None:
     finally:
         server.stop()
     print(f"\n{args.readers} reader(s) at once, {args.changes} changes each per chapter, Chromium, English pages\n")
-    print("| chapter | field changed | changes | median | p95 | first heading (median) | errors |\n"
-          "|---|---|---|---|---|---|---|")
+    print("| chapter | field changed | changes | median | p95 | first heading (median) | DOM mutations (in charts)"
+          " | errors |\n|---|---|---|---|---|---|---|---|")
     for row in rows:
         times = row["times"] or [float("nan")]
         print(f"| /{row['slug']} | {row['field']} | {len(row['times'])} | {statistics.median(times) * 1000:.0f} ms | "
-              f"{percentile(times, 0.95) * 1000:.0f} ms | {row['heading'] * 1000:.0f} ms | {len(row['errors'])} |")
+              f"{percentile(times, 0.95) * 1000:.0f} ms | {row['heading'] * 1000:.0f} ms | "
+              f"{row['mutations']:.0f} ({row['in_charts']:.0f}) | {len(row['errors'])} |")
     for row in rows:
         for line in row["errors"][:3]:
             print(f"  {line}")

@@ -213,3 +213,14 @@ def test_kept_path_parses_are_plotlys_and_build_the_same_figures(monkeypatch):
     with_kept = built()
     monkeypatch.setattr(base, "_str_to_dict_path_full", plotly_parse)
     assert built() == with_kept
+
+
+def test_the_chart_comparison_finds_a_changed_a_missing_and_an_added_chart():
+    from bench.charts_json import differences
+
+    before = {"oom en default 0": '{"data": [1], "layout": {"a": 1, "b": 2}}', "oom en default 1": '{"data": []}'}
+    after = {"oom en default 0": '{"layout": {"b": 2, "a": 1}, "data": [1]}', "oom fr default 0": '{"data": []}'}
+    assert differences(before, before) == []
+    assert differences(before, after) == ["oom en default 1: only before", "oom fr default 0: only after"]
+    after["oom en default 0"] = '{"data": [1.0001], "layout": {"a": 1, "b": 2}}'
+    assert "oom en default 0: differs" in differences(before, after)
