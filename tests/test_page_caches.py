@@ -224,3 +224,15 @@ def test_the_chart_comparison_finds_a_changed_a_missing_and_an_added_chart():
     assert differences(before, after) == ["oom en default 1: only before", "oom fr default 0: only after"]
     after["oom en default 0"] = '{"data": [1.0001], "layout": {"a": 1, "b": 2}}'
     assert "oom en default 0: differs" in differences(before, after)
+
+
+def test_a_ui_string_without_a_link_does_not_read_the_case(monkeypatch):
+    from guide import case_bar
+    from guide.widgets import Context
+
+    reads = []
+    monkeypatch.setattr(case_bar, "carried_query", lambda lang: reads.append(lang) or {"model": "gpt2"})
+    ctx = Context(lang="fr", slug="oom", anchor="top")
+    assert ctx.localized("Taille du lot : 8") == "Taille du lot : 8" and reads == []  # ~2,000 such strings a run
+    assert ctx.localized("Voir [le chapitre](oom#batch-size).") == \
+        "Voir [le chapitre](oom?model=gpt2&lang=fr#batch-size)." and reads == ["fr"]
