@@ -56,9 +56,14 @@ new MutationObserver(list => {
 """
 MAIN_TEXT = "() => document.querySelector(\"[data-testid='stMain']\").textContent"
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-SETTLED = """([before, quiet]) => {
+# The rerun has run (the case bar writes the new value into the address bar), the page changed
+# after the Enter and has been still since: the typed value alone (the input's "Press Enter"
+# note) could otherwise pass for a settled page before the rerun began (a negative time).
+SETTLED = """([before, quiet, name, value]) => {
   if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
   if (document.querySelector("[data-testid='stMain']").textContent === before) return false;
+  if (name !== null && new URLSearchParams(location.search).get(name) !== value) return false;
+  if (window.__guide.last <= window.__guide.enter) return false;
   return performance.now() - window.__guide.last > quiet;
 }"""
 
@@ -81,8 +86,10 @@ async def change(page, name: str, value: str) -> None:
         await box.press("Enter")
 
 
-async def settle(page, before: str) -> float:
-    await page.wait_for_function(SETTLED, arg=[before, QUIET_MS], timeout=TIMEOUT_MS, polling=POLL_MS)
+async def settle(page, before: str, name: str | None = None, value: str | None = None) -> float:
+    """Seconds from the Enter to the page's last change; `name`, `value`: the case field changed
+    and the value the address bar must then show."""
+    await page.wait_for_function(SETTLED, arg=[before, QUIET_MS, name, value], timeout=TIMEOUT_MS, polling=POLL_MS)
     return await page.evaluate("() => (window.__guide.last - window.__guide.enter) / 1000")
 
 
@@ -107,8 +114,9 @@ async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
         await page.wait_for_timeout(QUIET_MS)
         for i in range(changes):
             before = await page.evaluate(MAIN_TEXT)
-            await change(page, field_of(chapter), value_of(field_of(chapter), offset, i, changes))
-            result["changes"].append(await settle(page, before))
+            value = value_of(field_of(chapter), offset, i, changes)
+            await change(page, field_of(chapter), value)
+            result["changes"].append(await settle(page, before, field_of(chapter), value))
             result["mutations"].append(await mutations(page))
     except Exception as error:  # a timeout is reported with the chapter, not raised
         result["errors"].append(f"{chapter.slug or 'home'}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
