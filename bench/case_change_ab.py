@@ -67,7 +67,7 @@ async def compare(trees: dict[str, Path], slug: str, changes: int) -> dict[str, 
                 for name in (list(trees) if i % 2 == 0 else list(reversed(trees))):
                     before = await pages[name].evaluate(MAIN_TEXT)
                     await change(pages[name], "batch", str(2 + i))
-                    times[name].append(await settle(pages[name], before))
+                    times[name].append(await settle(pages[name], before, "batch", str(2 + i)))
             await browser.close()
     finally:
         for process, _ in servers.values():

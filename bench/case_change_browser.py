@@ -38,20 +38,32 @@ def value_of(name: str, reader: int, change: int, changes: int) -> str:
     return str(2 + reader * changes + change)
 # On the page's clock: when the title appears, when Enter is pressed, when the page last changed.
 WATCH = """
-window.__guide = {title: null, enter: null, last: 0};
-document.addEventListener('keydown', e => { if (e.key === 'Enter') window.__guide.enter = performance.now(); }, true);
-new MutationObserver(() => {
+window.__guide = {title: null, enter: null, last: 0, changes: 0, in_charts: 0};
+document.addEventListener('keydown', e => {
+  if (e.key === 'Enter') Object.assign(window.__guide, {enter: performance.now(), changes: 0, in_charts: 0});
+}, true);
+new MutationObserver(list => {
   const now = performance.now();
   window.__guide.last = now;
+  window.__guide.changes += list.length;  // DOM mutations since Enter, and how many inside a chart
+  for (const m of list) {
+    const node = m.target.nodeType === 1 ? m.target : m.target.parentElement;
+    if (node && node.closest("[data-testid='stPlotlyChart']")) window.__guide.in_charts += 1;
+  }
   if (window.__guide.title === null && document.querySelector("[data-testid='stMainBlockContainer'] h1"))
     window.__guide.title = now;
 }).observe(document, {childList: true, subtree: true, characterData: true});
 """
 MAIN_TEXT = "() => document.querySelector(\"[data-testid='stMain']\").textContent"
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-SETTLED = """([before, quiet]) => {
+# The rerun has run (the case bar writes the new value into the address bar), the page changed
+# after the Enter and has been still since: the typed value alone (the input's "Press Enter"
+# note) could otherwise pass for a settled page before the rerun began (a negative time).
+SETTLED = """([before, quiet, name, value]) => {
   if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
   if (document.querySelector("[data-testid='stMain']").textContent === before) return false;
+  if (name !== null && new URLSearchParams(location.search).get(name) !== value) return false;
+  if (window.__guide.last <= window.__guide.enter) return false;
   return performance.now() - window.__guide.last > quiet;
 }"""
 
@@ -74,9 +86,17 @@ async def change(page, name: str, value: str) -> None:
         await box.press("Enter")
 
 
-async def settle(page, before: str) -> float:
-    await page.wait_for_function(SETTLED, arg=[before, QUIET_MS], timeout=TIMEOUT_MS, polling=POLL_MS)
+async def settle(page, before: str, name: str | None = None, value: str | None = None) -> float:
+    """Seconds from the Enter to the page's last change; `name`, `value`: the case field changed
+    and the value the address bar must then show."""
+    await page.wait_for_function(SETTLED, arg=[before, QUIET_MS, name, value], timeout=TIMEOUT_MS, polling=POLL_MS)
     return await page.evaluate("() => (window.__guide.last - window.__guide.enter) / 1000")
+
+
+async def mutations(page) -> tuple[int, int]:
+    """DOM mutations since the last Enter, and those inside charts (read once the page settled)."""
+    counts = await page.evaluate("() => [window.__guide.changes, window.__guide.in_charts]")
+    return counts[0], counts[1]
 
 
 async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
@@ -84,7 +104,7 @@ async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
     await page.add_init_script(WATCH)
-    result = {"heading": None, "changes": [], "errors": []}
+    result = {"heading": None, "changes": [], "mutations": [], "errors": []}
     try:
         await page.goto(f"{url}/{chapter.slug}?lang=en", timeout=TIMEOUT_MS)
         await page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=TIMEOUT_MS)
@@ -94,8 +114,10 @@ async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
         await page.wait_for_timeout(QUIET_MS)
         for i in range(changes):
             before = await page.evaluate(MAIN_TEXT)
-            await change(page, field_of(chapter), value_of(field_of(chapter), offset, i, changes))
-            result["changes"].append(await settle(page, before))
+            value = value_of(field_of(chapter), offset, i, changes)
+            await change(page, field_of(chapter), value)
+            result["changes"].append(await settle(page, before, field_of(chapter), value))
+            result["mutations"].append(await mutations(page))
     except Exception as error:  # a timeout is reported with the chapter, not raised
         result["errors"].append(f"{chapter.slug or 'home'}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
     finally:
@@ -120,7 +142,10 @@ async def measure(url: str, slugs: list[str] | None, changes: int, readers: int)
                 continue
             results = await asyncio.gather(*(reader(browser, url, chapter, changes, i) for i in range(readers)))
             times = [t for r in results for t in r["changes"]]
+            counts = [c for r in results for c in r["mutations"]] or [(0, 0)]
             rows.append({"slug": chapter.slug or "home", "field": field_of(chapter), "times": times,
+                         "mutations": statistics.median(c[0] for c in counts),
+                         "in_charts": statistics.median(c[1] for c in counts),
                          "heading": statistics.median(r["heading"] for r in results if r["heading"] is not None),
                          "errors": [e for r in results for e in r["errors"]]})
             row = rows[-1]
@@ -145,12 +170,13 @@ def main(options: list[str] | None = None) -> None:
     finally:
         server.stop()
     print(f"\n{args.readers} reader(s) at once, {args.changes} changes each per chapter, Chromium, English pages\n")
-    print("| chapter | field changed | changes | median | p95 | first heading (median) | errors |\n"
-          "|---|---|---|---|---|---|---|")
+    print("| chapter | field changed | changes | median | p95 | first heading (median) | DOM mutations (in charts)"
+          " | errors |\n|---|---|---|---|---|---|---|---|")
     for row in rows:
         times = row["times"] or [float("nan")]
         print(f"| /{row['slug']} | {row['field']} | {len(row['times'])} | {statistics.median(times) * 1000:.0f} ms | "
-              f"{percentile(times, 0.95) * 1000:.0f} ms | {row['heading'] * 1000:.0f} ms | {len(row['errors'])} |")
+              f"{percentile(times, 0.95) * 1000:.0f} ms | {row['heading'] * 1000:.0f} ms | "
+              f"{row['mutations']:.0f} ({row['in_charts']:.0f}) | {len(row['errors'])} |")
     for row in rows:
         for line in row["errors"][:3]:
             print(f"  {line}")

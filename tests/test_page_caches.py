@@ -144,3 +144,95 @@ def test_widgets_draw_charts_through_show_chart():
     widgets = Path(__file__).resolve().parent.parent / "guide"
     direct = [p.name for p in widgets.rglob("*.py") if p.name != "charts.py" and "st.plotly_chart(" in p.read_text()]
     assert direct == [], f"draw with guide.charts.show_chart (built once per drawing): {direct}"
+
+
+def test_a_kept_training_peak_is_the_computed_one_and_nothing_can_change_it():
+    import copy
+    import pickle
+
+    from calculator.training import Layout, TrainingSetup, training_memory
+
+    setup, layout = TrainingSetup(method="lora", micro_batch=3, sequence=1024), Layout(2, zero=2)
+    computed = training_memory.__wrapped__(LLAMA.summary, LLAMA.spec, setup, layout, LLAMA.traits)
+    kept = training_memory(LLAMA.summary, LLAMA.spec, setup, layout, LLAMA.traits)
+    assert kept == computed and kept.to_json() == computed.to_json()
+    assert training_memory(LLAMA.summary, LLAMA.spec, setup, layout, LLAMA.traits) is kept
+    assert sum(kept.at_peak.values()) == kept.total_bytes and json.loads(json.dumps(kept.to_json())) == kept.to_json()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        kept.total_bytes = 0
+    for change in (lambda d: d.__setitem__("weights", 0), lambda d: d.update(weights=0), lambda d: d.pop("weights"),
+                   lambda d: d.clear(), lambda d: d.setdefault("other", 1), lambda d: d.__delitem__("weights")):
+        with pytest.raises(TypeError):
+            change(kept.at_peak)  # shared between sessions: its components cannot be changed either
+    assert copy.deepcopy(kept) == kept and pickle.loads(pickle.dumps(kept)) == kept
+    other = training_memory(LLAMA.summary, LLAMA.spec, dataclasses.replace(setup, micro_batch=4), layout, LLAMA.traits)
+    assert other.activations_bytes > kept.activations_bytes  # another input is another entry
+    assert training_memory.cache_info().maxsize == 4096
+
+
+def test_kept_training_searches_are_the_computed_ones():
+    from calculator.core.budget import Budget
+    from calculator.core.gpus import gpu
+    from calculator.training import TrainingSetup, fewest_gpus, largest_micro_batch
+    from calculator.training.inverse import _usable_counts
+
+    budget, setup = Budget(gpu("a100-80gb")), TrainingSetup(sequence=1024)
+    for strategy in ("ddp", "zero3", "tensor", "pipeline"):
+        kept = fewest_gpus(LLAMA.summary, LLAMA.spec, budget, strategy, setup, LLAMA.traits)
+        assert kept == fewest_gpus.__wrapped__(LLAMA.summary, LLAMA.spec, budget, strategy, setup, LLAMA.traits)
+        assert fewest_gpus(LLAMA.summary, LLAMA.spec, budget, strategy, setup, LLAMA.traits) is kept
+    largest = largest_micro_batch(LLAMA.summary, LLAMA.spec, budget, TrainingSetup(method="lora"))
+    assert largest == largest_micro_batch.__wrapped__(LLAMA.summary, LLAMA.spec, budget, TrainingSetup(method="lora"))
+    # Llama 3 8B: 32 heads, 32 layers. Tensor parallelism stays in a node and divides the heads;
+    # a pipeline has at most one stage a layer; DDP never needs more than one GPU's try.
+    assert _usable_counts("tensor", LLAMA.spec, 4096) == (1, 2, 4, 8)
+    assert _usable_counts("pipeline", LLAMA.spec, 4096) == (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32)
+    assert _usable_counts("ddp", LLAMA.spec, 4096) == (1,)
+    assert len(_usable_counts("zero3", LLAMA.spec, 4096)) == 8 + 4096 // 8 - 1
+
+
+def test_kept_path_parses_are_plotlys_and_build_the_same_figures(monkeypatch):
+    import plotly.basedatatypes as base
+
+    kept = base._str_to_dict_path_full
+    assert kept.kept_parse  # guide.charts is imported: plotly's parse is kept
+    plotly_parse = kept.plotly_parse
+    for path in ("marker_color", "line_dash", "annotation_position", "legend_traceorder", "xaxis.title.text",
+                 "error_x_thickness", "shapes[0].line.width", "layout.xaxis2_range[1]", "", "a__b_"):
+        assert kept(path) == plotly_parse(path) and kept(path) == kept(path)
+        assert kept(path)[1] is not kept(path)[1]  # each caller its own list of positions
+
+    def built() -> dict:
+        fig = go.Figure()
+        fig.add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights", marker_color="#123456", error_y_thickness=2)
+        fig.update_layout(barmode="stack", legend_traceorder="normal", xaxis_title="batch", height=300)
+        fig.add_hline(y=2.5, line_dash="dash", line_color="#d62728", annotation_text="usable",
+                      annotation_position="top left")
+        return fig.to_dict()
+
+    with_kept = built()
+    monkeypatch.setattr(base, "_str_to_dict_path_full", plotly_parse)
+    assert built() == with_kept
+
+
+def test_the_chart_comparison_finds_a_changed_a_missing_and_an_added_chart():
+    from bench.charts_json import differences
+
+    before = {"oom en default 0": '{"data": [1], "layout": {"a": 1, "b": 2}}', "oom en default 1": '{"data": []}'}
+    after = {"oom en default 0": '{"layout": {"b": 2, "a": 1}, "data": [1]}', "oom fr default 0": '{"data": []}'}
+    assert differences(before, before) == []
+    assert differences(before, after) == ["oom en default 1: only before", "oom fr default 0: only after"]
+    after["oom en default 0"] = '{"data": [1.0001], "layout": {"a": 1, "b": 2}}'
+    assert "oom en default 0: differs" in differences(before, after)
+
+
+def test_a_ui_string_without_a_link_does_not_read_the_case(monkeypatch):
+    from guide import case_bar
+    from guide.widgets import Context
+
+    reads = []
+    monkeypatch.setattr(case_bar, "carried_query", lambda lang: reads.append(lang) or {"model": "gpt2"})
+    ctx = Context(lang="fr", slug="oom", anchor="top")
+    assert ctx.localized("Taille du lot : 8") == "Taille du lot : 8" and reads == []  # ~2,000 such strings a run
+    assert ctx.localized("Voir [le chapitre](oom#batch-size).") == \
+        "Voir [le chapitre](oom?model=gpt2&lang=fr#batch-size)." and reads == ["fr"]

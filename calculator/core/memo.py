@@ -7,6 +7,9 @@ are frozen dataclasses, so a kept result can be handed to every session as it is
 A model's count (ModelSummary) holds a dict, so it cannot be hashed; the model seam hands out
 one object per model and keeps it, so it is keyed by identity (`Same`), which also holds it:
 its id cannot be reused while the entry lives.
+
+A result that holds a dict (the training peak's components) holds a `FrozenDict`: a dict that
+reads, compares and writes to JSON as one, and that nothing can change.
 """
 
 from __future__ import annotations
@@ -28,6 +31,24 @@ class Same:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Same) and other.value is self.value
+
+
+class FrozenDict(dict):
+    """A dict that cannot be changed after it is made, so a kept result holding it can be
+    shared between sessions (and hashed)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("a kept result's mapping cannot be changed")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.items()))
+
+    def __reduce__(self):  # copy and pickle through the constructor, not item by item
+        return (type(self), (dict(self),))
 
 
 def kept_by_inputs(maxsize: int) -> Callable:

@@ -4,7 +4,9 @@ guide compares a step with: the rule of thumb, the other fine-tuning methods."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
+from calculator.core.memo import kept_by_inputs
 from calculator.models.architecture import ArchSpec
 from calculator.models.families import ModelTraits
 from calculator.core.search import first_where, fits, largest_fitting
@@ -14,6 +16,9 @@ from calculator.training.setup import GPUS_PER_NODE, METHODS, STRATEGIES, Layout
 
 # The inverse questions ---------------------------------------------------------------------
 
+# Kept by their inputs (core/memo.py): the fine-tuning chapter asks the same searches from
+# several calculators on every rerun. Results are ints and frozen GpuCounts (~2 KB each).
+@kept_by_inputs(maxsize=1024)
 def largest_micro_batch(summary: ModelSummary, spec: ArchSpec, capacity: int, setup: TrainingSetup = TrainingSetup(),
                         layout: Layout = Layout(), traits: ModelTraits | None = None, high: int = 4096) -> int:
     """The largest micro-batch whose peak fits per GPU (0: not even one): `capacity` in bytes
@@ -71,6 +76,7 @@ class GpuCount:
         return {"strategy": self.strategy, "gpus": self.gpus, "tried_up_to": self.tried, **layout}
 
 
+@kept_by_inputs(maxsize=1024)
 def fewest_gpus(summary: ModelSummary, spec: ArchSpec, capacity: int, strategy: str,
                 setup: TrainingSetup = TrainingSetup(), traits: ModelTraits | None = None,
                 limit: int = 4096) -> GpuCount:
@@ -78,9 +84,7 @@ def fewest_gpus(summary: ModelSummary, spec: ArchSpec, capacity: int, strategy: 
     More GPUs never add memory per GPU within a strategy, so a binary search over the
     candidate counts finds the first that fits."""
     check_setup(setup)
-    counts = [n for n in candidate_gpu_counts(limit) if strategy_layout(strategy, n, spec) is not None]
-    if strategy == "ddp":
-        counts = counts[:1]  # every GPU holds everything: more GPUs never help memory
+    counts = _usable_counts(strategy, spec, limit)
 
     def memory(n: int) -> TrainingMemory:
         return training_memory(summary, spec, setup, strategy_layout(strategy, n, spec), traits)
@@ -90,6 +94,13 @@ def fewest_gpus(summary: ModelSummary, spec: ArchSpec, capacity: int, strategy: 
     if found is None:
         return GpuCount(strategy, 0, None, tried)
     return GpuCount(strategy, found[0], found[1], tried)
+
+
+@lru_cache(maxsize=256)
+def _usable_counts(strategy: str, spec: ArchSpec, limit: int) -> tuple[int, ...]:
+    """The candidate counts a strategy can use on this architecture (519 layouts to try)."""
+    counts = tuple(n for n in candidate_gpu_counts(limit) if strategy_layout(strategy, n, spec) is not None)
+    return counts[:1] if strategy == "ddp" else counts  # DDP: every GPU holds everything
 
 
 def rule_of_thumb_split(parameters: int) -> dict[str, int]:

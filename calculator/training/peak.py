@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 import math
 
+from calculator.core.memo import FrozenDict, kept_by_inputs
 from calculator.models.architecture import ArchSpec
 from calculator.models.families import ModelTraits, traits_from_config
 from calculator.models.summary import ModelSummary
@@ -83,7 +84,7 @@ class TrainingMemory:
     forward_backward_bytes: int
     optimizer_step_bytes: int
     cpu_bytes: int  # offloaded to the host, this GPU's share
-    at_peak: dict
+    at_peak: FrozenDict  # a dict nothing can change: the result is kept and shared (core/memo.py)
     parameters: int
     trainable_parameters: int
     gpus: int
@@ -127,6 +128,10 @@ def model_traits_default(summary: ModelSummary) -> ModelTraits:
     return traits_from_config(None, summary.model_type)
 
 
+# ~1.5 KB an entry (TrainingMemory, its at_peak and its key; tracemalloc): the fine-tuning chapter asks ~470 peaks a
+# rerun (largest micro-batches, fewest GPUs per strategy), most of them the same as the last
+# rerun's; 4,096 cover several readers' cases (~6 MB at most).
+@kept_by_inputs(maxsize=4096)
 def training_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup = TrainingSetup(),
                     layout: Layout = Layout(), traits: ModelTraits | None = None) -> TrainingMemory:
     """Peak memory of one training step in its steady state (optimizer states exist), per
@@ -307,7 +312,7 @@ def _stage_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
         weights_bytes=states.weights, master_weights_bytes=states.master, gradients_bytes=states.grads,
         optimizer_bytes=states.optimizer, activations_bytes=activations, buffers_bytes=states.buffers,
         temporary_bytes=temporary, total_bytes=total, peak_phase=phase, peak_moment=moment,
-        forward_backward_bytes=forward_backward, optimizer_step_bytes=step, cpu_bytes=states.cpu, at_peak=at_peak,
+        forward_backward_bytes=forward_backward, optimizer_step_bytes=step, cpu_bytes=states.cpu, at_peak=FrozenDict(at_peak),
         parameters=summary.parameters, trainable_parameters=states.trainable_total, gpus=layout.gpus,
         data_parallel=layout.data, tensor_parallel=layout.tensor, pipeline_parallel=layout.pipeline,
         zero_stage=layout.zero, pipeline_stage=stage.index)

@@ -91,6 +91,8 @@ class Context:
         """A message already in the reader's language, its chapter links made to keep it and the case."""
         from guide.case_bar import carried_query
 
+        if "](" not in message:  # no link (most strings): the case need not be read (~2,000 a run)
+            return message
         return localize_links(message, self.lang, _SLUGS, carried_query(self.lang))
 
 

@@ -1,0 +1,125 @@
+"""Where a chapter's first heading waits (issue 26.1, target ≤ 1 s): each chapter is opened in
+Chromium beside a bare Streamlit app (one st.title, nothing of ours) served at the same time,
+in turns, and the page's own clock gives each step from navigation start: the HTML received,
+DOMContentLoaded (Streamlit's JS bundle parsed), the websocket created and opened, its first
+message, the first h1. What the bare app takes is Streamlit's floor on this machine; only the
+difference is ours.
+
+    python -m bench first_heading [--loads 5] [--slug oom ...]   (home for the home page)
+
+Bounded: each load gives up after 60 s; 10 chapters x 5 loads take about 2 minutes alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from guide import chapters
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, GuideServer, free_port
+
+TIMEOUT_MS = 60_000
+STEPS = ("html", "dom_ready", "socket", "socket_open", "first_message", "heading")
+# Set before any of the page's scripts: the websocket's first moments and the first h1.
+PROBE = """
+window.__first = {socket: null, socket_open: null, first_message: null, heading: null};
+const PageSocket = window.WebSocket;
+window.WebSocket = function (...args) {
+  const socket = new PageSocket(...args), first = window.__first;
+  if (first.socket === null) first.socket = performance.now();
+  socket.addEventListener('open', () => { if (first.socket_open === null) first.socket_open = performance.now(); });
+  socket.addEventListener('message', () => { if (first.first_message === null) first.first_message = performance.now(); });
+  return socket;
+};
+window.WebSocket.prototype = PageSocket.prototype;
+Object.assign(window.WebSocket, PageSocket);
+new MutationObserver(() => {
+  if (window.__first.heading === null && document.querySelector('h1')) window.__first.heading = performance.now();
+}).observe(document, {childList: true, subtree: true});
+"""
+READ = """() => { const n = performance.getEntriesByType('navigation')[0];
+  return {html: n.responseEnd, dom_ready: n.domContentLoadedEventEnd, ...window.__first}; }"""
+BARE_APP = 'import streamlit as st\n\nst.title("A bare Streamlit page")\n'
+
+
+def start_bare(folder: Path) -> tuple[subprocess.Popen, str]:
+    """A one-line Streamlit app with Streamlit's defaults (no theme, no assets of ours)."""
+    (folder / "bare.py").write_text(BARE_APP, encoding="utf-8")
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "bare.py", "--server.port", str(port),
+                                "--server.address", "127.0.0.1", "--server.headless", "true"], cwd=folder,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
+                return process, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.3)
+    process.terminate()
+    raise TimeoutError("the bare Streamlit app did not start")
+
+
+async def load(browser, url: str) -> dict[str, float]:
+    """One fresh load (new context: nothing cached), each step in ms from navigation start."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = await context.new_page()
+        await page.add_init_script(PROBE)
+        await page.goto(url, timeout=TIMEOUT_MS)
+        await page.wait_for_selector("h1", timeout=TIMEOUT_MS)
+        return await page.evaluate(READ)
+    finally:
+        await context.close()
+
+
+def medians(loads: list[dict[str, float]]) -> dict[str, float]:
+    return {step: statistics.median(row[step] for row in loads if row.get(step) is not None) for step in STEPS}
+
+
+async def measure(guide_url: str, bare_url: str, slugs: list[str] | None, loads: int) -> dict[str, dict]:
+    from playwright.async_api import async_playwright
+
+    pages = {"bare Streamlit": bare_url}
+    pages.update({f"/{c.slug}" if c.slug else "/ (home)": f"{guide_url}/{c.slug}?lang=en" for c in chapters.CHAPTERS
+                  if not slugs or (c.slug or "home") in slugs})
+    found: dict[str, list] = {name: [] for name in pages}
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for url in (bare_url, f"{guide_url}/?lang=en"):
+            await load(browser, url)  # warm both servers' imports
+        for _ in range(loads):  # in turns: the machine's load moves between rounds, not within
+            for name, url in pages.items():
+                found[name].append(await load(browser, url))
+        await browser.close()
+    return {name: medians(rows) for name, rows in found.items()}
+
+
+def main(options: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench first_heading")
+    parser.add_argument("--loads", type=int, default=5, help="loads of each page")
+    parser.add_argument("--slug", nargs="*", help="only these chapters (home for the home page)")
+    args = parser.parse_args(options or [])
+    server = GuideServer().wait()
+    with tempfile.TemporaryDirectory() as folder:
+        bare, bare_url = start_bare(Path(folder))
+        try:
+            rows = asyncio.run(measure(server.url, bare_url, args.slug, args.loads))
+        finally:
+            server.stop()
+            bare.terminate()
+    print(f"\nFirst heading, median of {args.loads} fresh loads each, ms from navigation start (Chromium)\n")
+    print("| page | " + " | ".join(STEPS) + " |")
+    print("|" + "---|" * (len(STEPS) + 1))
+    for name, row in rows.items():
+        print(f"| {name} | " + " | ".join(f"{row[step]:.0f}" for step in STEPS) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
