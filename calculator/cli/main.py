@@ -13,6 +13,7 @@ import sys
 
 from calculator.cli.commands import COMMANDS
 from calculator.cli.commands._common import parents
+from calculator.cli.usage import usage_reason
 from calculator.core.errors import CalculatorError
 
 EXIT_BAD_INPUT = 2
@@ -22,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but its errors are one line and use our exit code."""
 
     def error(self, message: str):  # noqa: D401 - argparse's API
-        raise CalculatorError("cli_usage", detail=message, command=self.prog)
+        raise CalculatorError("cli_usage", detail=usage_reason(message), command=self.prog)
 
 
 def build_parser() -> argparse.ArgumentParser:
