@@ -84,6 +84,14 @@ def test_the_cli_says_it_on_one_line(tmp_path, lang):
     assert reason_text("json_comma_missing", lang) in line and str(path) in line
 
 
+@pytest.mark.parametrize("raw, en, fr", [(b"[1, 2]", "an array", "un tableau"), (b'"config"', "a string", "une chaîne"),
+                                         (b"3", "a number", "un nombre"), (b"null", "null", "null")])
+def test_a_document_that_is_no_object_is_named_as_json_names_it(raw, en, fr):
+    error = refusal(lambda: parse_config_text(raw))
+    assert error.code == "config_not_object"
+    assert f"holds {en} in JSON" in error.message("en") and f"contient {fr} en JSON" in error.message("fr")
+
+
 def test_json_words_nobody_mapped_are_labelled_as_json_s_in_english():
     from calculator.core.reasons import json_reason
 

@@ -76,6 +76,13 @@ def json_reason(exc: ValueError) -> Reason:
     return library("json", message)
 
 
+def json_kind(value: object) -> Reason:
+    """What a JSON document holds instead of an object, as JSON names it."""
+    kind = ("null" if value is None else "bool" if isinstance(value, bool) else "list" if isinstance(value, list)
+            else "str" if isinstance(value, str) else "number")
+    return reason(f"json_kind_{kind}")
+
+
 _OS = {errno.EACCES: "os_permission", errno.EPERM: "os_permission", errno.EISDIR: "os_is_directory",
        errno.ENOENT: "os_vanished", errno.ENAMETOOLONG: "os_name_too_long", errno.ELOOP: "os_link_loop",
        errno.EIO: "os_io_error", errno.ENOTDIR: "os_not_directory"}

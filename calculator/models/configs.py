@@ -11,7 +11,7 @@ from pathlib import Path
 import re
 
 from calculator.core.errors import CalculatorError, Grouped
-from calculator.core.reasons import json_reason, os_reason, shown_path
+from calculator.core.reasons import json_kind, json_reason, os_reason, shown_path
 from calculator.models.families import EXPERT_COUNT_KEYS, EXPERT_TOPK_KEYS
 
 MAX_CONFIG_BYTES = 2 * 1024 * 1024  # real configs, id2label tables included, stay far below
@@ -170,7 +170,7 @@ def parse_config_text(raw: bytes | str, name: str = "config.json") -> dict:
         raise CalculatorError("config_not_json", name=name, detail=json_reason(exc),
                               line=getattr(exc, "lineno", "?"), column=getattr(exc, "colno", "?")) from None
     if not isinstance(data, dict):
-        raise CalculatorError("config_not_object", name=name, kind=type(data).__name__)
+        raise CalculatorError("config_not_object", name=name, kind=json_kind(data))
     return data
 
 
