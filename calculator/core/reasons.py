@@ -18,7 +18,7 @@ import errno
 import signal
 import unicodedata
 
-MAX_DETAIL_CHARS = 160  # a library's words kept as evidence: enough to recognise, never a dump
+MAX_DETAIL_CHARS = 240  # a library's words kept as evidence: enough to recognise, never a dump
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Reason:
         return self.shown("en")
 
 
-def reason(key: str, **params: object) -> Reason:
+def reason(key: str, /, **params: object) -> Reason:
     return Reason(key, tuple((name, value if hasattr(value, "shown") else str(value)) for name, value in params.items()))
 
 
