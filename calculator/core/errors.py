@@ -20,9 +20,9 @@ MAX_PARAM_CHARS = 2000  # what a message echoes of one value: a 10 MB argument i
 
 def _printable(value: str) -> str:
     """A value as one line of a message: line breaks and tabs as spaces, other control
-    characters (a terminal's escape sequences) made visible, cut past MAX_PARAM_CHARS."""
+    characters (a terminal's escape sequences) and undecodable bytes (lone surrogates) made visible, cut past MAX_PARAM_CHARS."""
     cut = value[: MAX_PARAM_CHARS + 1]
-    text = "".join(" " if c in _BREAKS else repr(c)[1:-1] if unicodedata.category(c) == "Cc" else c for c in cut)
+    text = "".join(" " if c in _BREAKS else repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cs") else c for c in cut)
     return text if len(cut) <= MAX_PARAM_CHARS else text[:MAX_PARAM_CHARS] + "…"
 
 

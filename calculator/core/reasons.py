@@ -49,7 +49,7 @@ def library(source: str, detail: object) -> Reason:
 
 def shown_path(path: object, limit: int = 200) -> str:
     """A path as a message shows it: control characters made visible, cut past `limit`."""
-    text = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in str(path)[: limit + 1])
+    text = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp") else c for c in str(path)[: limit + 1])
     return text if len(text) <= limit else text[:limit] + "…"
 
 

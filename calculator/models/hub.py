@@ -223,5 +223,5 @@ def _cached_config(repo_id: str) -> bytes | None:
 
 
 def _printable(name: str) -> str:
-    shown = "".join(ch if ch.isprintable() else "?" for ch in name)
+    shown = "".join(ch if ch.isprintable() else "?" for ch in name[:61])  # never walk a 10 MB name
     return shown if len(shown) <= 60 else shown[:57] + "..."
