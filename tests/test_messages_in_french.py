@@ -117,7 +117,7 @@ def test_real_os_errors_become_our_causes(tmp_path):
     assert os_reason(folder.value).key == "os_is_directory"
     with pytest.raises(OSError) as missing:
         open(tmp_path / "gone", "rb")
-    assert os_reason(missing.value).key == "os_vanished"
+    assert os_reason(missing.value).key == "os_not_found"
     assert os_reason(OSError(errno.EACCES, "Permission denied")).key == "os_permission"
     assert os_reason(OSError(errno.EXDEV, "Invalid cross-device link")).shown("fr") == \
         "message du système, en anglais : « Invalid cross-device link »"

@@ -84,7 +84,7 @@ def json_kind(value: object) -> Reason:
 
 
 _OS = {errno.EACCES: "os_permission", errno.EPERM: "os_permission", errno.EISDIR: "os_is_directory",
-       errno.ENOENT: "os_vanished", errno.ENAMETOOLONG: "os_name_too_long", errno.ELOOP: "os_link_loop",
+       errno.ENOENT: "os_not_found", errno.ENAMETOOLONG: "os_name_too_long", errno.ELOOP: "os_link_loop",
        errno.EIO: "os_io_error", errno.ENOTDIR: "os_not_directory"}
 
 
