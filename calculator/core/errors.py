@@ -18,7 +18,7 @@ _BREAKS = "\n\r\t\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines() brea
 MAX_PARAM_CHARS = 2000  # what a message echoes of one value: a 10 MB argument is not printed back
 
 
-def _printable(value: str) -> str:
+def printable(value: str) -> str:
     """A value as one line of a message: line breaks and tabs as spaces, other control
     characters (a terminal's escape sequences) and undecodable bytes (lone surrogates) made visible, cut past MAX_PARAM_CHARS."""
     cut = value[: MAX_PARAM_CHARS + 1]
@@ -32,7 +32,7 @@ class CalculatorError(Exception):
 
     def __init__(self, code: str, **params: object) -> None:
         self.code = code
-        self.params = {key: value if hasattr(value, "shown") else _printable(str(value)) for key, value in params.items()}
+        self.params = {key: value if hasattr(value, "shown") else printable(str(value)) for key, value in params.items()}
         super().__init__(self.message("en"))
 
     def shown_params(self, lang: str = "en") -> dict[str, str]:

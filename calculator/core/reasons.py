@@ -37,7 +37,11 @@ class Reason:
 
 
 def reason(key: str, /, **params: object) -> Reason:
-    return Reason(key, tuple((name, value if hasattr(value, "shown") else str(value)) for name, value in params.items()))
+    """The cause `key`, its values cut and made printable as a CalculatorError's are."""
+    from calculator.core.errors import printable
+
+    return Reason(key, tuple((name, value if hasattr(value, "shown") else printable(str(value)))
+                             for name, value in params.items()))
 
 
 def library(source: str, detail: object) -> Reason:
