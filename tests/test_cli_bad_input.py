@@ -20,7 +20,7 @@ import pytest
 from calculator.cli.main import build_parser
 from tests.cli_runner import run_cli
 from tests.conftest import ROOT
-from tests.test_messages_in_french import french_is_whole
+from tests.test_messages_in_french import french_is_whole, plain
 
 M = "gpt2"
 # A command line each command accepts; each case changes one of its values.
@@ -128,8 +128,8 @@ HAND_CASES = [  # what the generated cases cannot make: stdin, several values, a
 def test_hand_made_bad_input_gets_its_own_message(argv, stdin, code, lang):
     from calculator.core.messages import text
 
-    line = refused_in(lang, *argv, stdin=stdin)
-    template = text(f"error.{code}", lang)
+    line = plain(refused_in(lang, *argv, stdin=stdin))
+    template = plain(text(f"error.{code}", lang))
     first_words = template.split("{")[0].strip() or template.split("}")[1].split("{")[0].strip()
     assert first_words[:20] in line, (first_words, line[:300])
 
