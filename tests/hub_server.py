@@ -31,7 +31,7 @@ class FakeHub:
         self.requests: list[str] = []
         self.sent_bytes: dict[str, int] = {}  # file path -> body bytes sent (proves Range reads)
         # "repo/file" -> how to misbehave: {"trickle": seconds between bytes}, {"stall": seconds},
-        # {"huge": bytes, "fill": pattern}, {"redirect": url}
+        # {"huge": bytes, "fill": pattern}, {"redirect": url}, {"status": 500} (an error, no X-Error-Code)
         self.hostile: dict[str, dict] = {}
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -112,6 +112,11 @@ class FakeHub:
                     self.wfile.write(chunk)
 
             def _hostile(self, how: dict, path: str, send_body: bool) -> None:
+                if "status" in how:
+                    self.send_response(how["status"])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if "redirect" in how:
                     self.send_response(302)
                     self.send_header("Location", how["redirect"])

@@ -1,5 +1,6 @@
-"""transformers' own words inside a French refusal: kept as evidence, framed as the library's
-message in English (issue 23, French review), on real configs transformers refuses."""
+"""transformers' refusals of real configs inside a refusal: the causes readers meet are said in
+our words in each language, the numbers and names kept (issues 23 and 26); any other keeps
+transformers' own words as evidence, framed in French as transformers' message in English."""
 
 from __future__ import annotations
 
@@ -7,11 +8,23 @@ import pytest
 
 import guide.typography  # noqa: F401  (registers French typography, as the guide does)
 from calculator.core.errors import CalculatorError
+from calculator.core.messages import text
 from calculator.models import meta
 from guide.format import escape_markdown
 
 _INDIVISIBLE = {"model_type": "llama", "hidden_size": 100, "num_attention_heads": 3}
+_INDIVISIBLE_GPT2 = {"model_type": "gpt2", "n_embd": 100, "n_head": 3}
 _UNKNOWN_ROPE = {"model_type": "llama", "rope_scaling": {"rope_type": "no-such-rope"}}
+_UNKNOWN_ACTIVATION = {"model_type": "llama", "hidden_act": "nope"}
+_NOT_A_BOOL = {"model_type": "llama", "tie_word_embeddings": "yes"}
+_NOT_AN_INT = {"model_type": "mistral", "sliding_window": "x"}
+_NOT_A_DTYPE = {"model_type": "llama", "torch_dtype": "float99"}
+_UNKNOWN_LAYER_TYPE = {"model_type": "llama", "layer_types": ["x"]}  # nobody mapped it
+
+
+def plain(message: str) -> str:
+    """French typography's no-break spaces as typed spaces."""
+    return message.replace("\u202f", " ").replace("\u00a0", " ")
 
 
 def _refusal(config: dict) -> CalculatorError:
@@ -22,27 +35,33 @@ def _refusal(config: dict) -> CalculatorError:
 
 def _as_the_page_shows(error: CalculatorError, lang: str) -> str:
     params = {key: escape_markdown(value, 400) for key, value in error.shown_params(lang).items()}
-    from calculator.core.messages import text
     return text(f"error.{error.code}", lang, **params)
 
 
-@pytest.mark.parametrize("config, code, words", [
-    (_INDIVISIBLE, "invalid_config", "is not a multiple of the number of attention heads"),
-    (_UNKNOWN_ROPE, "build_failed", "no-such-rope"),
+@pytest.mark.parametrize("config, code, cause, data", [
+    (_INDIVISIBLE, "invalid_config", "tf_heads_divide", {"hidden": "100", "heads": "3"}),
+    (_INDIVISIBLE_GPT2, "build_failed", "tf_heads_divide", {"hidden": "100", "heads": "3"}),
+    (_UNKNOWN_ROPE, "build_failed", "tf_unknown_value", {"value": "no-such-rope", "key": "rope_parameters.rope_type"}),
+    (_UNKNOWN_ACTIVATION, "build_failed", "tf_unknown_value", {"value": "nope", "key": "hidden_act"}),
+    (_NOT_A_BOOL, "invalid_config", "tf_field_bool", {"field": "tie_word_embeddings"}),
+    (_NOT_AN_INT, "invalid_config", "tf_field_int", {"field": "sliding_window"}),
+    (_NOT_A_DTYPE, "invalid_config", "tf_unknown_dtype", {"value": "float99"}),
 ])
-def test_french_frames_the_library_detail_as_english(config, code, words):
+def test_what_transformers_refuses_is_said_in_our_words(config, code, cause, data):
     error = _refusal(config)
-    assert error.code == code
-    french = error.message("fr")
-    assert "Message de transformers (en anglais)" in french
-    assert words in french  # the evidence itself, untranslated
-    assert "en anglais" not in error.message("en") and words in error.message("en")
-    shown = _as_the_page_shows(error, "fr").replace("\\", "")
-    assert "Message de transformers (en anglais)" in shown and words in shown
+    assert error.code == code and error.params["detail"].key == cause
+    for lang in ("en", "fr"):
+        assert plain(text(f"reason.{cause}", lang, **data)) in plain(error.message(lang))
+    assert "anglais" not in error.message("fr")
 
 
-def test_the_detail_sits_after_the_french_sentence():
-    french = _refusal(_INDIVISIBLE).message("fr")
-    sentence, _, detail = french.partition("(en anglais)")
-    assert sentence.startswith("transformers a refusé cette configuration.")
-    assert "hidden size (100)" in detail
+def test_words_nobody_mapped_are_framed_as_transformers_in_english():
+    error = _refusal(_UNKNOWN_LAYER_TYPE)
+    assert error.code == "invalid_config"
+    french = plain(error.message("fr"))
+    sentence, _, detail = french.partition("message de transformers, en anglais")
+    assert sentence.startswith("transformers a refusé cette configuration")
+    assert "layer_types" in detail  # the evidence itself, untranslated
+    assert "anglais" not in error.message("en") and "transformers' message, in English" in error.message("en")
+    shown = plain(_as_the_page_shows(error, "fr").replace("\\", ""))
+    assert "message de transformers, en anglais" in shown and "layer_types" in shown

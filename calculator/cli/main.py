@@ -13,6 +13,7 @@ import sys
 
 from calculator.cli.commands import COMMANDS
 from calculator.cli.commands._common import parents
+from calculator.cli.usage import usage_reason
 from calculator.core.errors import CalculatorError
 
 EXIT_BAD_INPUT = 2
@@ -22,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but its errors are one line and use our exit code."""
 
     def error(self, message: str):  # noqa: D401 - argparse's API
-        raise CalculatorError("cli_usage", detail=message, command=self.prog)
+        raise CalculatorError("cli_usage", detail=usage_reason(message), command=self.prog)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,8 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ANSWERING:  # the paste-ready answer, on every answering command
         answering = commands.choices[name]
         answering.add_argument("--markdown", action="store_true", help="a short Markdown answer to paste")
-        answering.add_argument("--lang", choices=("en", "fr"), default="en", help="the answer's language")
+    for command in commands.choices.values():  # every command refuses bad input in the reader's language
+        command.add_argument("--lang", choices=("en", "fr"), default="en",
+                             help="the language of error messages and of the --markdown answer")
     return parser
+
+
+def _error_language(argv: list[str]) -> str:
+    """--lang as typed, read before parsing: a refusal of the command line itself is in it too."""
+    for item, after in zip(argv, [*argv[1:], ""]):
+        if item.startswith("--lang="):
+            return "fr" if item == "--lang=fr" else "en"
+        if item == "--lang":
+            return "fr" if after == "fr" else "en"
+    return "en"
 
 
 def _refuse_empty_values(args) -> None:
@@ -77,6 +90,7 @@ def _answer(args, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("CALCULATOR_BUILD_SPARE", "0")  # one command: no warm spare worker to pay for
+    lang = _error_language(argv if argv is not None else sys.argv[1:])
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "run", None):
@@ -86,10 +100,11 @@ def main(argv: list[str] | None = None) -> int:
             return _answer(args, argv if argv is not None else sys.argv[1:])
         return args.run(args)
     except CalculatorError as error:
-        print(f"error: {error.message('en')}", file=sys.stderr)
+        label = "erreur :" if lang == "fr" else "error:"
+        print(label, " ".join(error.message(lang).splitlines()), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("error: interrupted.", file=sys.stderr)
+        print("erreur : interrompu." if lang == "fr" else "error: interrupted.", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0

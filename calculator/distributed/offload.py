@@ -56,8 +56,10 @@ def build_meta_model(config: dict, dtype: str, model_class: str = "auto"):
     except CalculatorError:
         raise
     except Exception as exc:
-        detail = " ".join(str(exc).strip().splitlines()[:2])[:240]
-        raise CalculatorError("build_failed", architecture=type(cfg).__name__, detail=detail) from None
+        from calculator.models.library_reasons import transformers_reason
+
+        raise CalculatorError("build_failed", architecture=type(cfg).__name__,
+                              detail=transformers_reason(exc, cfg)) from None
 
 
 def _check_dtype(dtype: str) -> str:

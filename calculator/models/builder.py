@@ -35,7 +35,8 @@ import threading
 import time
 
 from calculator.models.build_worker import HEADER, resident_bytes, write_frame
-from calculator.core.errors import CalculatorError
+from calculator.core.errors import CalculatorError, Grouped
+from calculator.core.reasons import Reason, exit_reason, library, reason
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_REPLY_BYTES = 64 * 2**20  # a summary is kilobytes; a reply this large is refused
@@ -84,7 +85,11 @@ class _Overrun(Exception):
 
 
 class _Broken(Exception):
-    """The worker stopped or answered something unreadable."""
+    """The worker stopped or answered something unreadable; `reason` says how, in each language."""
+
+    def __init__(self, why: Reason) -> None:
+        super().__init__(str(why))
+        self.reason = why
 
 
 class Worker:
@@ -103,7 +108,7 @@ class Worker:
         kind, value = self._read(deadline=started + START_SECONDS, watch=False)
         if kind != "ready":
             self.stop()
-            raise _Broken(str(value)[:200])
+            raise _Broken(library("worker", value))
         self.warm_bytes = int(value) or resident_bytes(self.process.pid)
         self.start_seconds = time.monotonic() - started
 
@@ -125,8 +130,8 @@ class Worker:
         worker is then dead) and _Broken when the worker stopped answering."""
         try:
             write_frame(self.process.stdin, request)
-        except (OSError, ValueError) as exc:
-            raise _Broken(type(exc).__name__) from None
+        except (OSError, ValueError):
+            raise _Broken(reason("worker_pipe_broken")) from None
         self.builds += 1
         reply = self._read(deadline=time.monotonic() + self.limits.seconds, watch=True)
         self.last_used = time.monotonic()
@@ -151,7 +156,7 @@ class Worker:
                 self.stop()
                 if watch:
                     raise _Overrun("time")
-                raise _Broken("it did not start in time")
+                raise _Broken(reason("worker_start_timeout", seconds=f"{START_SECONDS:g}"))
             ready, _, _ = select.select([fd], [], [], min(POLL_SECONDS, remaining))
             if not ready:
                 continue
@@ -160,7 +165,7 @@ class Worker:
                 self.stop()
                 if watch and self.process.returncode and self.process.returncode < 0:
                     raise _Overrun("memory")  # killed by the kernel or the address-space cap
-                raise _Broken(f"it stopped (exit code {self.process.returncode})")
+                raise _Broken(exit_reason(self.process.returncode))
             buffer += chunk
             if len(buffer) < needed:
                 continue
@@ -168,15 +173,15 @@ class Worker:
                 (size,) = HEADER.unpack(buffer)
                 if size > MAX_REPLY_BYTES:
                     self.stop()
-                    raise _Broken(f"an answer of {size} bytes")
+                    raise _Broken(reason("worker_reply_too_large", size=Grouped(size)))
                 buffer, needed = b"", size
                 if size:
                     continue
             try:
                 return pickle.loads(buffer)
-            except Exception as exc:
+            except Exception:
                 self.stop()
-                raise _Broken(type(exc).__name__) from None
+                raise _Broken(reason("worker_reply_unreadable")) from None
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -224,7 +229,7 @@ class Pool:
                 raise CalculatorError("build_memory_limit", limit_mib=self.limits.memory_bytes // 2**20) from None
             raise CalculatorError("build_time_limit", seconds=f"{self.limits.seconds:g}") from None
         except _Broken as broken:
-            raise CalculatorError("build_worker_failed", detail=str(broken)[:120]) from None
+            raise CalculatorError("build_worker_failed", detail=broken.reason) from None
         finally:
             self._give_back(worker, keep)
 
@@ -251,7 +256,7 @@ class Pool:
                 self._count -= 1
                 self._lock.notify()
             if isinstance(error, _Broken):  # the server's problem, not the reader's config
-                raise CalculatorError("build_worker_start_failed", detail=str(error)[:120]) from None
+                raise CalculatorError("build_worker_start_failed", detail=error.reason) from None
             raise
         with self._lock:
             self.started += 1

@@ -11,6 +11,7 @@ from pathlib import Path
 import re
 
 from calculator.core.errors import CalculatorError, Grouped
+from calculator.core.reasons import json_kind, json_reason, os_reason, shown_path
 from calculator.models.families import EXPERT_COUNT_KEYS, EXPERT_TOPK_KEYS
 
 MAX_CONFIG_BYTES = 2 * 1024 * 1024  # real configs, id2label tables included, stay far below
@@ -166,31 +167,33 @@ def parse_config_text(raw: bytes | str, name: str = "config.json") -> dict:
     except RecursionError:
         raise CalculatorError("config_too_nested", name=name, limit=MAX_NESTING) from None
     except ValueError as exc:
-        detail = getattr(exc, "msg", "invalid JSON")
-        line = getattr(exc, "lineno", "?")
-        raise CalculatorError("config_not_json", name=name, detail=detail, line=line) from None
+        raise CalculatorError("config_not_json", name=name, detail=json_reason(exc),
+                              line=getattr(exc, "lineno", "?"), column=getattr(exc, "colno", "?")) from None
     if not isinstance(data, dict):
-        raise CalculatorError("config_not_object", name=name, kind=type(data).__name__)
+        raise CalculatorError("config_not_object", name=name, kind=json_kind(data))
     return data
 
 
 def read_config_file(path: str | Path) -> tuple[dict, Path]:
-    """A config from a path to config.json or to the folder that holds one (CLI only)."""
-    path = Path(path).expanduser()
+    """A config from a path to config.json or to the folder that holds one (CLI only). A path
+    the system cannot even look at (too long, a NUL byte) is unreadable, not a crash."""
+    try:
+        return _read_config_file(Path(path).expanduser())
+    except (OSError, ValueError) as exc:
+        raise CalculatorError("config_unreadable", path=shown_path(path), detail=os_reason(exc)) from None
+
+
+def _read_config_file(path: Path) -> tuple[dict, Path]:
     if path.is_dir():
         path = path / "config.json"
         if not path.is_file():
-            raise CalculatorError("config_missing_in_folder", path=path.parent)
+            raise CalculatorError("config_missing_in_folder", path=shown_path(path.parent))
     if not path.is_file():
-        raise CalculatorError("config_file_missing", path=path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise CalculatorError("config_too_large", name=path.name, limit_mib=MAX_CONFIG_BYTES // 2**20)
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise CalculatorError("config_unreadable", path=path, detail=exc.strerror or exc) from None
-    return parse_config_text(raw, name=str(path)), path
+        raise CalculatorError("config_file_missing", path=shown_path(path))
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise CalculatorError("config_too_large", name=shown_path(path.name), limit_mib=MAX_CONFIG_BYTES // 2**20)
+    return parse_config_text(path.read_bytes(), name=shown_path(path)), path
 
 
 def check_config(config: dict) -> None:

@@ -19,6 +19,7 @@ from urllib.parse import urljoin, urlsplit
 
 from calculator.models.configs import MAX_CONFIG_BYTES, parse_config_text
 from calculator.core.errors import CalculatorError
+from calculator.core.reasons import connection_reason, http_reason, reason
 
 # An org/name id, or a legacy single-name id. Same characters as the Hub allows; no "..".
 _PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
@@ -93,7 +94,7 @@ def read_file(file: HubFile, deadline: Deadline, first: int = 0, last: int | Non
     """The file's bytes (or bytes first..last, even from a server that ignores Range), read
     as a stream within `file.cap` bytes and the deadline; the Hub's answers as our errors."""
     if offline():
-        raise CalculatorError("hub_unreachable", repo=file.repo, detail="HF_HUB_OFFLINE")
+        raise CalculatorError("hub_unreachable", repo=file.repo, detail=reason("offline_mode"))
     import httpx2
     from huggingface_hub.utils import build_hf_headers, get_session
 
@@ -109,7 +110,7 @@ def read_file(file: HubFile, deadline: Deadline, first: int = 0, last: int | Non
     except httpx2.TimeoutException:
         raise CalculatorError("hub_too_slow", repo=file.repo, seconds=limit_seconds()) from None
     except Exception as exc:  # offline, DNS, refused connections, broken answers
-        raise CalculatorError("hub_unreachable", repo=file.repo, detail=type(exc).__name__) from None
+        raise CalculatorError("hub_unreachable", repo=file.repo, detail=connection_reason(exc)) from None
 
 
 def _follow(session, file: HubFile, url: str, headers: dict, deadline: Deadline, first: int,
@@ -187,7 +188,9 @@ def _status_error(status: int, headers, file: HubFile) -> CalculatorError:
         return CalculatorError("hub_not_found", repo=file.repo)
     if code == "EntryNotFound" or status == 404:
         return CalculatorError(file.missing, repo=file.repo)
-    return CalculatorError("hub_unreachable", repo=file.repo, detail=f"HTTP {status}")
+    if status == 403:
+        return CalculatorError("hub_forbidden", repo=file.repo)
+    return CalculatorError("hub_unreachable", repo=file.repo, detail=http_reason(status))
 
 
 def fetch_config(repo_id: str, deadline: Deadline | None = None) -> dict:
@@ -220,5 +223,5 @@ def _cached_config(repo_id: str) -> bytes | None:
 
 
 def _printable(name: str) -> str:
-    shown = "".join(ch if ch.isprintable() else "?" for ch in name)
+    shown = "".join(ch if ch.isprintable() else "?" for ch in name[:61])  # never walk a 10 MB name
     return shown if len(shown) <= 60 else shown[:57] + "..."

@@ -15,6 +15,7 @@ from calculator.models.architecture import ArchSpec
 from calculator.models.configs import check_config, without_runtime_keys
 from calculator.core.errors import CalculatorError
 from calculator.models.families import EXPERT_TOPK_KEYS, first_positive
+from calculator.models.library_reasons import transformers_reason
 from calculator.models.summary import Linear, ModelSummary, Unit
 
 MODEL_CLASSES = ("auto", "base")
@@ -50,8 +51,7 @@ def make_config(config: dict, trust_remote_code: bool = False, source_dir: str |
         with _quiet():
             return CONFIG_MAPPING[model_type].from_dict(dict(config))
     except Exception as exc:  # transformers validates fields with several exception types
-        detail = str(exc).strip().splitlines()
-        raise CalculatorError("invalid_config", detail=" ".join(detail[:2])[:240]) from None
+        raise CalculatorError("invalid_config", detail=transformers_reason(exc, config)) from None
 
 
 def _remote_config(config: dict, source_dir: str):
@@ -70,8 +70,7 @@ def _remote_config(config: dict, source_dir: str):
     except CalculatorError:
         raise
     except Exception as exc:  # the folder's code, failing its own way
-        detail = " ".join(str(exc).strip().splitlines()[:2])[:240]
-        raise CalculatorError("invalid_config", detail=f"{type(exc).__name__}: {detail}") from None
+        raise CalculatorError("invalid_config", detail=transformers_reason(exc, config)) from None
 
 
 def model_constructor(config, model_class: str, trust_remote_code: bool = False):
@@ -116,8 +115,8 @@ def build_empty_model(config, model_class: str = "auto", trust_remote_code: bool
     except CalculatorError:
         raise
     except Exception as exc:
-        detail = " ".join(str(exc).strip().splitlines()[:2])[:240]
-        raise CalculatorError("build_failed", architecture=_class_label(config, model_class), detail=detail) from None
+        raise CalculatorError("build_failed", architecture=_class_label(config, model_class),
+                              detail=transformers_reason(exc, config)) from None
 
 
 def summarize(model, config, model_class: str) -> ModelSummary:
@@ -194,7 +193,7 @@ def hub_remote_config(repo_id: str):
         with _quiet():
             return AutoConfig.from_pretrained(check_hub_id(repo_id), trust_remote_code=True)
     except Exception as exc:
-        raise CalculatorError("invalid_config", detail=" ".join(str(exc).splitlines()[:2])[:240]) from None
+        raise CalculatorError("invalid_config", detail=transformers_reason(exc)) from None
 
 
 def _add_to_prefixes(sizes: dict[str, int], name: str, value: int) -> None:

@@ -217,9 +217,12 @@ def read_headers(repo_id: str, deadline: Deadline | None = None) -> HeaderCount:
     and time limits and the Hub's deadline: whatever the repository holds, the process that
     asks only ever holds the count."""
     from calculator.models import builder
-    from calculator.models.hub import endpoint
+    from calculator.core.reasons import reason
+    from calculator.models.hub import endpoint, offline
 
     repo_id = check_hub_id(repo_id)
+    if offline():  # said at once, without starting a worker (importing torch takes seconds)
+        raise CalculatorError("hub_unreachable", repo=repo_id, detail=reason("offline_mode"))
     seconds = max(0.5, deadline.left()) if deadline is not None else None
     return builder.build({"op": "read_headers", "repo": repo_id, "endpoint": endpoint(),
                           "token": os.environ.get("HF_TOKEN") or None, "seconds": seconds})

@@ -13,7 +13,7 @@ def register(commands, shared) -> None:
     p = add_command(commands, "accuracy", shared, ("json",), run,
                     help="how close the estimates came to measured memory (bench/results)")
     p.add_argument("--rows", action="store_true", help="every measurement, not only the summary per kind")
-    p.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
+    p.add_argument("--results", default=RESULTS_DIR, metavar="DIR",  # a str: an empty one is refused, not "."
                    help="the folder of result files (default: bench/results of this checkout)")
 
 
@@ -26,13 +26,14 @@ def run(args) -> int:
 
     from calculator.core.errors import CalculatorError
 
+    results = Path(args.results)
     try:
-        folder = args.results.is_dir()
+        folder = results.is_dir()
     except (OSError, ValueError):
         folder = False
     if not folder:
         raise CalculatorError("results_folder_missing", path=str(args.results)[:80])
-    runs = latest_runs(args.results)
+    runs = latest_runs(results)
     if args.json:
         print_json({"runs": [{"file": run.path.name, "started": run.started, "complete": run.complete,
                                "device": run.device, "versions": run.versions,

@@ -50,14 +50,14 @@ def build_server():
 def run(args) -> int:
     import anyio
 
+    from calculator.core.errors import CalculatorError
+
+    if args.http is not None and not 1 <= args.http <= 65535:  # said before the SDK is imported (seconds)
+        raise CalculatorError("mcp_bad_port", port=args.http)
     server = build_server()
     if args.http is not None:
         import uvicorn
 
-        from calculator.core.errors import CalculatorError
-
-        if not 1 <= args.http <= 65535:
-            raise CalculatorError("mcp_bad_port", port=args.http)
         uvicorn.run(server.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=args.http,
                     log_level="warning")
         return 0

@@ -33,6 +33,7 @@ def read_input(path: str) -> str:
     """The file's or stdin's text, never more than the cap (one byte more tells it is too long)."""
     from calculator.core.errors import CalculatorError
     from calculator.answers.evidence import MAX_BYTES, decode
+    from calculator.core.reasons import os_reason, shown_path
 
     if path == "-":
         data = sys.stdin.buffer.read(MAX_BYTES + 1)
@@ -40,9 +41,8 @@ def read_input(path: str) -> str:
         try:
             with open(path, "rb") as handle:
                 data = handle.read(MAX_BYTES + 1)
-        except OSError as error:
-            raise CalculatorError("evidence_file", path=path[:200],
-                                  detail=error.strerror or type(error).__name__) from None
+        except (OSError, ValueError) as error:
+            raise CalculatorError("evidence_file", path=shown_path(path), detail=os_reason(error)) from None
     return decode(data)
 
 
