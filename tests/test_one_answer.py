@@ -1,0 +1,75 @@
+"""One answer per question: the serving page, its "Copy as answer", the MCP tool and `serve`
+take the precision from one engine function (calculator.serving.weights.default_weights)
+when none is asked for; an explicit precision in a link wins."""
+
+from __future__ import annotations
+
+import pytest
+
+from calculator.core.gpus import gpu
+from calculator.models.seam import catalog_model
+from calculator.serving.plan import serve
+from guide.case import Case, serving_dtype
+from guide.chapters import by_slug
+from guide.format import format_bytes
+from tests.apptest import open_page
+from tests.test_parity import cli_json
+
+
+def test_the_serving_case_takes_the_engines_precision_when_the_url_names_none():
+    serving = by_slug("serving").defaults
+    oss, llama, card = catalog_model("gpt-oss-20b"), catalog_model("llama-3.1-8b"), gpu("h100")
+    assert serving_dtype(serving, (), oss, card)[0].dtype == "mxfp4"
+    assert serving_dtype(serving, (), oss, card)[1] == "as_shipped"
+    assert serving_dtype(serving, (), llama, card)[1] == "default"
+    assert serving_dtype(serving, (), oss, gpu("v100-32gb"))[0].dtype == "bfloat16"  # MXFP4 needs 8.0 in vLLM
+    given = Case(dtype="bfloat16", dtype_as_shipped=True)
+    assert serving_dtype(given, ("dtype",), oss, card) == (given, "given")  # the link's precision wins
+    assert serving_dtype(Case(), (), oss, card)[0].dtype == "bfloat16"  # other chapters: their own default
+
+
+def _pool(model: str, card: str, dtype: str | None, lang: str) -> str:
+    plan = serve(catalog_model(model), gpu(card), dtype=dtype, context=8192, users=32, layouts=False)
+    return format_bytes(plan.replica.kv_pool_bytes_per_gpu, lang)
+
+
+@pytest.mark.parametrize("lang,words", [("en", "priced as the checkpoint ships"), ("fr", "tels que le checkpoint est livré")])
+def test_the_serving_page_prices_gpt_oss_as_serve_does(lang, words):
+    """No precision in the link: the bar shows mxfp4, the calculators price mxfp4 (the pool
+    `serve` without --dtype gives), say so, and the paste-ready command leaves --dtype out."""
+    at = open_page("serving", lang, model="gpt-oss-20b", gpu="h100")
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="case_dtype").value == "mxfp4"
+    values = [m.value for m in at.metric]
+    assert _pool("gpt-oss-20b", "h100", None, lang) in values
+    assert _pool("gpt-oss-20b", "h100", "bfloat16", lang) not in values
+    assert any(words in info.value for info in at.info)
+    commands = [line for c in at.code for line in str(c.value).splitlines() if "calculator serve" in line]
+    assert commands and not any("--dtype" in line for line in commands), commands
+
+
+def test_a_precision_in_the_link_wins():
+    at = open_page("serving", "en", model="gpt-oss-20b", gpu="h100", dtype="bfloat16")
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="case_dtype").value == "bfloat16"
+    values = [m.value for m in at.metric]
+    assert _pool("gpt-oss-20b", "h100", "bfloat16", "en") in values
+    assert _pool("gpt-oss-20b", "h100", None, "en") not in values
+
+
+def test_copy_as_answer_and_mcp_give_the_commands_answer():
+    """The memory calculator's answer with no precision asked: its command, run, prints the
+    same JSON (dtype_source included); the MCP tool's link names the precision `serve` chose."""
+    from calculator.cli.mcp_tools import call
+    from guide.widgets import serving_memory
+
+    model, card = catalog_model("gpt-oss-20b"), gpu("h100")
+    plan = serve(model, card, engine="vllm", dtype=None, context=8192, users=32, max_num_batched_tokens=8192,
+                 layouts=False)
+    answer = serving_memory._answer(model, plan, None, 8192)
+    assert "--dtype" not in answer.argv
+    cli = cli_json("serve", *answer.argv)
+    assert (cli["dtype"], cli["dtype_source"]) == ("mxfp4", "as_shipped")
+    assert cli["kv_tokens"] == plan.replica.kv_tokens
+    tool = call("serve", {"model": "gpt-oss-20b", "gpu": "h100", "context": 8192})
+    assert tool["dtype_source"] == "as_shipped" and "dtype=mxfp4" in tool["guide_link"]
