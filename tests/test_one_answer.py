@@ -73,3 +73,41 @@ def test_copy_as_answer_and_mcp_give_the_commands_answer():
     assert cli["kv_tokens"] == plan.replica.kv_tokens
     tool = call("serve", {"model": "gpt-oss-20b", "gpu": "h100", "context": 8192})
     assert tool["dtype_source"] == "as_shipped" and "dtype=mxfp4" in tool["guide_link"]
+
+
+# The home page's quick check prices a format as `estimate --dtypes` does --------------------
+
+@pytest.mark.parametrize("model,dtype", [("gpt-oss-20b", "mxfp4"), ("llama-3.1-8b", "bnb-nf4"),
+                                         ("llama-3.1-8b", "Q4_K"), ("llama-3.1-8b", "fp8-block128")])
+def test_the_quick_check_prices_a_format_as_estimate_does(model, dtype):
+    from tests.test_parity import page_inputs
+    from guide.widgets import quick_check
+
+    cli = cli_json("estimate", model, "--dtypes", dtype, "--gpu", "rtx4090")["rows"][0]
+    page = quick_check.answer_for(page_inputs("", model, "rtx4090", dtype=dtype))
+    assert (page.verdict, page.figures["total_bytes"]) == (cli["verdict"], cli["total_bytes"])
+    assert page.figures["total_bytes"] < 0.6 * catalog_model(model).summary.parameters * 2  # not bfloat16's
+
+
+def test_gpt_oss_mxfp4_by_hand():
+    """gpt-oss-20b as it ships, from its config: the experts' matrices in MXFP4 blocks (32
+    four-bit values and one byte of scale: 17 bytes per 32 weights), the rest in bfloat16."""
+    from guide.widgets import quick_check
+    from tests.test_parity import page_inputs
+
+    model = catalog_model("gpt-oss-20b")
+    c = model.config
+    expert_weights = c["num_hidden_layers"] * c["num_local_experts"] * 3 * c["hidden_size"] * c["intermediate_size"]
+    others = model.summary.parameters - expert_weights
+    by_hand = expert_weights * 17 // 32 + others * 2
+    answer = quick_check.answer_for(page_inputs("", "gpt-oss-20b", "h100", dtype="mxfp4"))
+    assert abs(answer.figures["total_bytes"] - by_hand) / by_hand < 0.001, (answer.figures["total_bytes"], by_hand)
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_home_page_reads_a_format_from_the_link(lang):
+    at = open_page("", lang, model="gpt-oss-20b", gpu="rtx4090", dtype="mxfp4")
+    assert not at.exception, [e.value for e in at.exception]
+    shipped = format_bytes(cli_json("estimate", "gpt-oss-20b", "--dtypes", "mxfp4")["rows"][0]["total_bytes"], lang)
+    assert at.metric[1].value == shipped
+    assert at.success, [e.value for e in at.error]  # 12.8 GiB loads on a 24 GB card; bfloat16 (39 GiB) would not

@@ -160,9 +160,10 @@ def load_answer(model, card: Gpu, dtype: str) -> Answer:
     exact, rule = row.total_bytes, row.rule_of_thumb_bytes
     verdict = fit_verdict(exact, rule, budget, weight_rounding(summary, dtype, model.spec))
     figures = {"total_bytes": exact, "rule_of_thumb_bytes": rule, "usable_bytes": budget.usable_bytes,
-               "headroom_bytes": budget.headroom_bytes, "dtype": dtype}
-    return Answer("load_fit", verdict, figures, (Assumption("weights_only"), Assumption("dtype", dtype)),
-                  load_readings(summary, dtype, budget, model.spec))
+               "headroom_bytes": budget.headroom_bytes, "dtype": row.dtype,
+               "bytes_per_param": row.bytes_per_param}  # a format's: its bytes with scales, averaged
+    return Answer("load_fit", verdict, figures, (Assumption("weights_only"), Assumption("dtype", row.dtype)),
+                  load_readings(summary, row.dtype, budget, model.spec))
 
 
 # Inference: largest batch, largest context, formats that fit ------------------------------
