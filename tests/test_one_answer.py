@@ -111,3 +111,53 @@ def test_the_home_page_reads_a_format_from_the_link(lang):
     shipped = format_bytes(cli_json("estimate", "gpt-oss-20b", "--dtypes", "mxfp4")["rows"][0]["total_bytes"], lang)
     assert at.metric[1].value == shipped
     assert at.success, [e.value for e in at.error]  # 12.8 GiB loads on a 24 GB card; bfloat16 (39 GiB) would not
+
+
+# `inference --measured` on a T4 computes in float16, as `speed` and the slow-model page -----
+
+def test_inference_on_a_t4_prices_float16_as_speed_does():
+    """A T4 (compute capability 7.5) has no bfloat16 tensor cores: with no --dtype, `inference`
+    computes in float16 and says so; its measured ceiling is `speed`'s, not bfloat16's."""
+    from calculator.memory.workload_speed import workload_speed
+    from calculator.memory.workloads import Shape
+
+    args = ("inference", "qwen2.5-0.5b", "--gpu", "t4", "--batch", "4", "--prompt", "512", "--new-tokens", "128",
+            "--measured", "100")
+    data = cli_json(*args)
+    assert data["dtype"] == "float16"
+    assert {"id": "compute_dtype", "value": {"dtype": "float16", "reason": "no_bf16_tensor_cores", "gpu": "t4"}} \
+        in data["assumptions"]
+    model, card = catalog_model("qwen2.5-0.5b"), gpu("t4")
+    run = Shape("generation", "generate", 512, 128)
+    half = workload_speed(model.summary, model.spec, card, "float16", 4, run).ceiling
+    brain = workload_speed(model.summary, model.spec, card, "bfloat16", 4, run).ceiling
+    assert data["measured"]["ceiling"] == pytest.approx(half) and half > 1.05 * brain
+    speed = cli_json("speed", "qwen2.5-0.5b", "--gpu", "t4", "--batches", "4", "--prompt", "512", "--new-tokens", "128")
+    assert speed["rows"][0]["dtype"] == data["dtype"]
+    asked = cli_json(*args, "--dtype", "bfloat16")  # asked for: priced as asked
+    assert asked["dtype"] == "bfloat16" and asked["measured"]["ceiling"] == pytest.approx(brain)
+    on_l4 = cli_json("inference", "qwen2.5-0.5b", "--gpu", "l4", "--batch", "4", "--prompt", "512")
+    assert on_l4["dtype"] == "bfloat16"
+
+
+@pytest.mark.parametrize("lang,words", [("en", "no bfloat16 tensor cores"), ("fr", "pas de tensor cores bfloat16")])
+def test_the_inference_answer_says_the_cards_precision(lang, words):
+    from tests.test_serving_formats import run
+
+    code, out, _ = run("inference", "qwen2.5-0.5b", "--gpu", "t4", "--batch", "4", "--prompt", "512",
+                       "--markdown", "--lang", lang)
+    assert code == 0 and words in out
+
+
+def test_the_slow_model_page_measures_against_the_same_ceiling():
+    """The batch-size calculator on a T4, with a measured speed: the share it states is the one
+    `inference --measured` prints (float16 on both sides)."""
+    from guide.format import format_number
+
+    at = open_page("slow-model", "en", model="qwen2.5-0.5b", gpu="t4", batch="4", prompt="512", new_tokens="128",
+                   bs_measured="100")
+    assert not at.exception, [e.value for e in at.exception]
+    data = cli_json("inference", "qwen2.5-0.5b", "--gpu", "t4", "--batch", "4", "--prompt", "512", "--new-tokens",
+                    "128", "--measured", "100")
+    ceiling = format_number(data["measured"]["ceiling"], 1, "en")
+    assert any(f"({ceiling} " in info.value for info in at.info), [i.value for i in at.info]

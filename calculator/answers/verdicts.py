@@ -85,6 +85,17 @@ def compute_dtype_for(card: Gpu, dtype: str = "bfloat16") -> tuple[str, Assumpti
     return dtype, Assumption("compute_dtype", {"dtype": dtype, "reason": "given"})
 
 
+def card_dtype(card: Gpu | None, asked: str | None) -> tuple[str, Assumption | None]:
+    """The precision a command prices: the one asked for; none asked, the one the card computes
+    in (compute_dtype_for: float16 on a T4, V100 or P100; bfloat16 without a card), with the
+    assumption saying so. `speed` and `inference` both start here."""
+    if asked is not None:
+        return asked, None
+    if card is None:
+        return "bfloat16", None
+    return compute_dtype_for(card)
+
+
 def default_checkpointing(method: str) -> str:
     """Activation recomputation a fine-tuning method starts with: LoRA and QLoRA recipes
     (peft's, the QLoRA paper's) turn it on; full fine-tuning starts without it."""
