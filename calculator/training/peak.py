@@ -28,13 +28,30 @@ class _Stage:
     back: bool
 
 
+# Where a vision-language model keeps its image side (Gemma 3, Mistral 3: vision_tower and
+# multi_modal_projector; Qwen2.5-VL: visual; Llama 4: vision_model): its layers are the tower's,
+# not the language model's, and a text batch does not run them.
+TOWER_PARTS = ("vision_tower", "visual", "vision_model", "multi_modal_projector")
+
+
+def is_tower(name: str, spec: ArchSpec) -> bool:
+    return spec.kind != "vision" and any(part in TOWER_PARTS for part in name.split("."))
+
+
+def is_language_layer(name: str, spec: ArchSpec) -> bool:
+    """One of the model's own transformer layers (a unit named ...layers.N), a vision tower's excepted."""
+    return name.split(".")[-1].isdigit() and not is_tower(name, spec)
+
+
 def _stages(summary: ModelSummary, spec: ArchSpec, pipeline: int) -> list[_Stage]:
-    layer_units = [u for u in summary.units if u.name.split(".")[-1].isdigit()]
+    """The layers each stage runs: the language model's (a vision tower's weights sit with the
+    embeddings, before the first layer; its layers keep no activations of a text batch)."""
+    layer_units = [u for u in summary.units if is_language_layer(u.name, spec)]
     total_layers = len(layer_units) or _layer_count(spec)
     layer_params = sum(u.parameters for u in layer_units) if layer_units else summary.parameters
     outside = summary.parameters - layer_params
-    first = next((i for i, u in enumerate(summary.units) if u.name.split(".")[-1].isdigit()), 0)
-    front = sum(u.parameters for u in summary.units[:first] if not u.name.split(".")[-1].isdigit())
+    first = next((i for i, u in enumerate(summary.units) if is_language_layer(u.name, spec)), 0)
+    front = sum(u.parameters for u in summary.units[:first] if not is_language_layer(u.name, spec))
     back = outside - front
     tied = next((m.in_features * m.out_features for m in summary.linears if m.kind == "tied-head"), 0)
     per_layer = layer_params / total_layers
