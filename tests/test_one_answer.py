@@ -161,3 +161,33 @@ def test_the_slow_model_page_measures_against_the_same_ceiling():
                     "128", "--measured", "100")
     ceiling = format_number(data["measured"]["ceiling"], 1, "en")
     assert any(f"({ceiling} " in info.value for info in at.info), [i.value for i in at.info]
+
+
+# SGLang on the serving page prices what `serve --engine sglang` prices ----------------------
+
+@pytest.mark.parametrize("lang,words", [("en", "as `serve --engine sglang` without"),
+                                        ("fr", "comme `serve --engine sglang` sans")])
+@pytest.mark.parametrize("engine_key", ["svm_engine", "svg_engine", "sve_engine"])
+def test_sglang_on_the_serving_page_prices_what_serve_sglang_prices(lang, words, engine_key):
+    """The bar shows vLLM's mxfp4; the SGLang calculators take `serve --engine sglang`'s own
+    choice (no --dtype: the same engine function) and say that it differs from the bar."""
+    at = open_page("serving", lang, model="gpt-oss-20b", gpu="h100", **{engine_key: "sglang"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="case_dtype").value == "mxfp4"
+    cli = cli_json("serve", "gpt-oss-20b", "--gpu", "h100", "--engine", "sglang", "--context", "8192")
+    assert cli["dtype"] != "mxfp4" and cli["dtype_source"] == "default"
+    weights = format_bytes(cli["weights_bytes_per_gpu"], lang)
+    if engine_key == "svg_engine":  # the GPU-count calculator: a table, one layout a row
+        assert any(weights in str(frame.value.to_dict()) for frame in at.dataframe)
+    elif engine_key == "sve_engine":  # the settings calculator: the weights per GPU
+        assert weights in [m.value for m in at.metric]
+    else:  # the memory calculator: the pool (the vLLM pool in mxfp4 is another figure)
+        assert format_bytes(cli["kv_pool_bytes_per_gpu"], lang) in [m.value for m in at.metric]
+    notes = [info.value for info in at.info if words in info.value]
+    assert len(notes) == 1 and cli["dtype"] in notes[0] and "mxfp4" in notes[0], [i.value for i in at.info]
+
+
+def test_no_engine_note_when_sglang_is_asked_a_precision():
+    at = open_page("serving", "en", model="gpt-oss-20b", gpu="h100", dtype="bfloat16", svm_engine="sglang")
+    assert not at.exception, [e.value for e in at.exception]
+    assert not any("serve --engine sglang" in info.value for info in at.info)

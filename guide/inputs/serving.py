@@ -92,6 +92,11 @@ def shipped_note(ctx: Context, model, card, engine: str, plan) -> None:
     on a checkpoint the engine loads as it ships (gpt-oss's MXFP4 experts in vLLM), that it ships so."""
     from calculator.serving.weights import default_weights
 
+    bar = ctx.case.dtype if ctx.case is not None and ctx.case.dtype_source == "as_shipped" else None
+    if plan.dtype_source == "default" and bar not in (None, plan.dtype):
+        # the bar follows vLLM's choice; this engine makes its own, as `serve --engine` does
+        st.info(ctx.t("serving.engine_precision", engine=engine, fmt=bar, dtype=plan.dtype), icon=":material/info:")
+        return
     if plan.dtype_source == "as_shipped":
         st.info(ctx.t("serving.priced_as_shipped", fmt=plan.dtype), icon=":material/info:")
         return
