@@ -38,6 +38,16 @@ def is_tower(name: str, spec: ArchSpec) -> bool:
     return spec.kind != "vision" and any(part in TOWER_PARTS for part in name.split("."))
 
 
+def tower_parameters(summary: ModelSummary, spec: ArchSpec) -> int:
+    """A vision-language model's image side (tower and projector): a text batch never reaches
+    it, so it gets no gradient (.grad stays None, checked on a real Gemma 3 on the CPU) and
+    AdamW keeps no state for it: full fine-tuning on text trains the language model alone."""
+    units = sum(u.parameters for u in summary.units if is_tower(u.name, spec))
+    # a matrix held by the projector module itself (Gemma 3's mm_input_projection_weight) is in no unit
+    loose = sum(m.parameters for m in summary.linears if m.name in TOWER_PARTS) if units else 0
+    return units + loose
+
+
 def is_language_layer(name: str, spec: ArchSpec) -> bool:
     """One of the model's own transformer layers (a unit named ...layers.N), a vision tower's excepted."""
     return name.split(".")[-1].isdigit() and not is_tower(name, spec)
@@ -190,8 +200,11 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
     deepspeed = layout.accounting == "deepspeed"
     held = _tensor_share(summary, stage.parameters, t)  # parameters on this GPU before ZeRO
     share = stage.parameters / max(summary.parameters, 1) / t
-    if setup.method == "full":
-        tensors, trainable_total, trainable, base = full_tensors(summary, spec), summary.parameters, held, 0
+    if setup.method == "full":  # the tower, frozen, sits on the first stage in the working precision
+        tower = tower_parameters(summary, spec)
+        frozen = _tensor_share(summary, tower, t) if stage.front else 0
+        tensors, trainable_total, trainable = full_tensors(summary, spec), summary.parameters - tower, held - frozen
+        base = frozen * p.weight
     else:
         tensors = lora_tensors(summary, setup.lora_rank, setup.lora_targets)
         trainable_total = sum(x.parameters for x in tensors)
@@ -208,7 +221,7 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
 
     working, master = trainable * trained.weight, trainable * trained.master
     states = math.ceil(optimizer_state_bytes(tensors, setup.optimizer, trained.state) * trainable
-                       / max(trainable_total, 1))
+                       / max(sum(x.parameters for x in tensors), 1))  # the tensors' share this GPU trains
     grads16 = trainable * trained.grad
     # DeepSpeed converts the 16-bit gradients to float32 for the optimizer (its partition of them)
     fp32_grads = shard(trainable * 4, 1) if (deepspeed and p.master) else 0
@@ -309,7 +322,7 @@ def _stage_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
     if layout.zero == 0:
         temp = math.ceil(optimizer_step_temporary(states.tensors, setup.optimizer, setup.optimizer_impl,
                                                   PRECISION_BYTES[setup.precision].state)
-                         * states.trainable / max(states.trainable_total, 1))
+                         * states.trainable / max(sum(x.parameters for x in states.tensors), 1))
     step = states.weights + states.grads + states.optimizer + states.step_buffers + temp
 
     if forward_backward >= step:
