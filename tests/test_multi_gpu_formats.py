@@ -70,3 +70,16 @@ def test_the_page_prices_the_cases_mxfp4_as_multi_gpu_does(lang, words):
     assert format_bytes(cli["device_map"]["peak_bytes"], lang) in tables
     assert format_bytes(plain["device_map"]["peak_bytes"], lang) not in tables
     assert any(words in info.value for info in at.info), [i.value for i in at.info]
+
+
+@pytest.mark.parametrize("lang,fmt_words,deq_words", [
+    ("en", "priced for float32, float16 and bfloat16 only", "dequantizes them to bfloat16"),
+    ("fr", "n'est chiffré qu'en float32, float16 et bfloat16", "les déquantifie en bfloat16")])
+def test_the_answer_says_why_in_both_languages(lang, fmt_words, deq_words):
+    """`multi-gpu --markdown`: a format leaves the tensor-parallel plan out for that reason (not
+    the heads'); below 7.5 the answer names bfloat16 and says transformers dequantizes."""
+    code, out, _ = run("multi-gpu", "gpt-oss-20b", "--gpu", "l4", "--dtype", "mxfp4", "--markdown", "--lang", lang)
+    assert code == 0 and fmt_words in out and "64" not in out.split("\n")[0]
+    code, out, _ = run("multi-gpu", "gpt-oss-20b", "--gpu", "v100-32gb", "--dtype", "mxfp4", "--markdown",
+                       "--lang", lang)
+    assert code == 0 and deq_words in out and "bfloat16" in out.split("\n")[0]

@@ -92,7 +92,7 @@ def best_way(data: dict) -> tuple[str, dict]:
 def multi_gpu(data: dict, argv: tuple[str, ...]) -> Answer:
     name, way = best_way(data)
     label = "device_map=\"auto\"" if name == "device_map" else f"DistributedConfig(tp_size={data['gpus']})"
-    figures = {"model": data["model"], "gpu": _card_name(data["gpu"]), "gpus": data["gpus"], "dtype": data["dtype"],
+    figures = {"model": data["model"], "gpu": _card_name(data["gpu"]), "gpus": data["gpus"], "dtype": data["weights_dtype"],
                "batch": data["batch"], "context": data["context"], "way": label, "peak_bytes": way["peak_bytes"],
                "usable_bytes": data["usable_bytes"]}
     tp = data["tensor_parallel"]
@@ -100,8 +100,13 @@ def multi_gpu(data: dict, argv: tuple[str, ...]) -> Answer:
                           "tp_peak_bytes": tp["peak_bytes"], "gpus": data["gpus"]}) if tp else \
         ("mg_peaks_no_tp", {"device_map_peak_bytes": data["device_map"]["peak_bytes"], "gpus": data["gpus"],
                             "heads": data["heads"]})
+    if data["no_tensor_parallel"] == "format":
+        peaks = ("mg_peaks_format", {"device_map_peak_bytes": data["device_map"]["peak_bytes"],
+                                     "fmt": data["weights_dtype"]})
     assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data), peaks,
                    ("mg_activations", {"activation_bytes": data["activation_bytes"]})]
+    if data["weights_source"] == "dequantized":
+        assumptions.append(("mg_dequantized", {"fmt": data["dtype"], "gpu": _card_name(data["gpu"])}))
     too_big = way["verdict"] == "too_big"
     advice = (("do_mg_too_big", {}),) if too_big else (("do_mg_code", {}),)
     case = _case(data, dtype=data["dtype"], svt_gpus=data["gpus"], svt_batch=data["batch"],
