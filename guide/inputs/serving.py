@@ -92,10 +92,7 @@ def shipped_note(ctx: Context, model, card, engine: str, plan) -> None:
     on a checkpoint the engine loads as it ships (gpt-oss's MXFP4 experts in vLLM), that it ships so."""
     from calculator.serving.weights import default_weights
 
-    bar = ctx.case.dtype if ctx.case is not None and ctx.case.dtype_source == "as_shipped" else None
-    if plan.dtype_source == "default" and bar not in (None, plan.dtype):
-        # the bar follows vLLM's choice; this engine makes its own, as `serve --engine` does
-        st.info(ctx.t("serving.engine_precision", engine=engine, fmt=bar, dtype=plan.dtype), icon=":material/info:")
+    if engine_note(ctx, engine, plan):
         return
     if plan.dtype_source == "as_shipped":
         st.info(ctx.t("serving.priced_as_shipped", fmt=plan.dtype), icon=":material/info:")
@@ -103,3 +100,14 @@ def shipped_note(ctx: Context, model, card, engine: str, plan) -> None:
     shipped, why = default_weights(model, card, engine)
     if why == "as_shipped" and shipped != plan.dtype:
         st.info(ctx.t("serving.as_shipped", fmt=shipped, dtype=plan.dtype), icon=":material/info:")
+
+
+def engine_note(ctx: Context, engine: str, plan) -> bool:
+    """With no precision set, the bar shows vLLM's choice (gpt-oss: mxfp4); another engine
+    makes its own, as `serve --engine` does (calculator.serving.weights.default_weights):
+    say so when they differ. True when said."""
+    bar = ctx.case.dtype if ctx.case is not None and ctx.case.dtype_source == "as_shipped" else None
+    if plan.dtype_source != "default" or bar in (None, plan.dtype):
+        return False
+    st.info(ctx.t("serving.engine_precision", engine=engine, fmt=bar, dtype=plan.dtype), icon=":material/info:")
+    return True

@@ -15,7 +15,7 @@ from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_e
 from guide.inputs.common import case_inputs
 from calculator.serving.weights import SERVED_FORMATS
 from guide.inputs.serving import (WEIGHT_CHOICES, asked_dtype, case_count, dtype_args, engine_picker, kv_picker,
-                                  serving_case, shipped_note)
+                                  serving_case, engine_note)
 
 
 def paste_answer(model, plan, users: int, tensor: int):
@@ -50,7 +50,7 @@ def render(ctx: Context) -> None:
     except CalculatorError as error:
         show_error(ctx, error)
         return
-    shipped_note(ctx, model, gpu, engine, plan)
+    engine_note(ctx, engine, plan)
     answer_with(ctx, paste_answer(model, plan, users, tensor))
     never = ctx.t("serving.never")
     st.dataframe([{

@@ -16,7 +16,7 @@ from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
 from guide.inputs.serving import (asked_dtype, case_count, count_input, dtype_args, engine_picker, kv_picker,
-                                  limit_input, serving_case, share_input, shipped_note)
+                                  limit_input, serving_case, share_input, engine_note)
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
@@ -65,7 +65,7 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
     plan = serve(model, gpu, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
                  max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload, tensor=tensor,
                  users=users)  # with the layouts: the answer names the fewest GPUs when these do not serve
-    shipped_note(ctx, model, gpu, engine, plan)
+    engine_note(ctx, engine, plan)
     r = plan.replica
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(ctx.t("serving.part_weights"), format_bytes(r.weights_bytes_per_gpu, lang))
