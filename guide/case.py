@@ -62,6 +62,9 @@ class Case:
     tensor: int = 1
     workload: str = "auto"
     items: int = 100_000
+    # not a URL name: with no `dtype` in the URL, the precision the serving engine loads the
+    # checkpoint in (gpt-oss: mxfp4), as `serve` without --dtype (serving_dtype below)
+    dtype_as_shipped: bool = False
 
     def value(self, name: str):
         return getattr(self, name)
@@ -93,6 +96,7 @@ class ResolvedCase:
     present: tuple[str, ...] = field(default_factory=tuple)  # the case names the URL sets
     headers_model: Model | None = None  # a checkpoint only its safetensors headers could count
     fields: tuple[str, ...] = ()  # the case names the chapter's bar shows
+    dtype_source: str = "given"  # "given" (the URL), "as_shipped" or "default": serving_dtype
 
     def __getattr__(self, name):  # case values read as attributes: resolved.batch, resolved.dtype
         if name in CASE_PARAMS and name not in ("model", "gpu"):
@@ -127,6 +131,21 @@ def read_case(query: dict[str, list[str]], defaults: Case) -> tuple[Case, tuple[
 
         values["checkpointing"] = default_checkpointing(values["method"])
     return replace(defaults, **values), tuple(refused), tuple(present)
+
+
+def serving_dtype(case: Case, present: tuple[str, ...], model: Model, card: Gpu) -> tuple[Case, str]:
+    """The case with its precision and where it came from: the URL's when it names one ("given");
+    otherwise, on a chapter whose case is the engine's, the engine's own choice with no --dtype
+    (calculator.serving.weights.default_weights on vLLM, the chapter's default engine), so the
+    bar, every calculator, `serve` and a copied link name one precision."""
+    if "dtype" in present:
+        return case, "given"
+    if not case.dtype_as_shipped or model.spec is None:
+        return case, "default"
+    from calculator.serving.weights import default_weights
+
+    dtype, source = default_weights(model, card, "vllm")
+    return replace(case, dtype=dtype), source
 
 
 def parse_value(name: str, text: str):

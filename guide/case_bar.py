@@ -16,7 +16,7 @@ from calculator.models import catalog
 from calculator.core.errors import CalculatorError
 from calculator.models.seam import MAX_UPLOAD_BYTES, Model, catalog_model, resolve, resolve_upload
 from guide.case import (CASE_PARAMS, CHOICES, STEPS, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices,
-                        parse_value, read_case, url_text)
+                        parse_value, read_case, serving_dtype, url_text)
 from guide.format import escape_markdown, format_bytes
 from guide.i18n import current_language, t
 from guide import remembered
@@ -36,12 +36,14 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
     with st.container(key="case-bar", border=True):
         st.caption(t("case.title"))
         columns = st.columns([WIDE.get(name, 2) for name in fields])
+        upload = _upload()  # drawn under the inputs: the columns above are filled below
+        resolved = _resolve(case, defaults, upload)
+        fallback = catalog_model(catalog.find(defaults.model).key)
+        case, dtype_source = serving_dtype(case, present, resolved[0] if resolved[0].spec is not None else fallback,
+                                           case.card)
         for column, name in zip(columns, fields):
             with column:
                 _input(name, case.value(name), lang)
-        upload = _upload()
-        resolved = _resolve(case, defaults, upload)
-        fallback = catalog_model(catalog.find(defaults.model).key)
         for item in refused:
             st.warning(t("frame.bad_url_value", param=escape_markdown(item.param, 40),
                          value=escape_markdown(item.value, 60)), icon=":material/link_off:")
@@ -49,7 +51,8 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
         _summary(case, resolved[0] if resolved[0].spec is not None else fallback, fields, lang, came_back, bool(stored))
     model, error, upload_name = resolved
     return ResolvedCase(case, model if model.spec is not None else fallback, case.card, refused, error, upload_name,
-                        present, headers_model=model if model.spec is None else None, fields=fields)
+                        present, headers_model=model if model.spec is None else None, fields=fields,
+                        dtype_source=dtype_source)
 
 
 def carried_query(lang: str) -> dict[str, str]:

@@ -104,7 +104,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         anchors=("serving-memory", "published-logs", "concurrency", "how-many-gpus", "engine-settings",
                  "multi-gpu-inference"),
         case=("model", "gpu", "dtype", "users", "context", "tensor"),
-        defaults=Case(model="llama-3.1-8b", gpu="h100", users=32, context=8192, tensor=1),
+        defaults=Case(model="llama-3.1-8b", gpu="h100", users=32, context=8192, tensor=1, dtype_as_shipped=True),
     ),
     Chapter(
         slug="fine-tuning",

@@ -5,10 +5,12 @@ the page's "Copy as answer" writes the command's own figures."""
 from __future__ import annotations
 
 
-def inference_json(model, card, batch: int, length: dict, options: dict, workload: str, work=None) -> dict:
+def inference_json(model, card, batch: int, length: dict, options: dict, workload: str, work=None,
+                   precision=None) -> dict:
     """`length`: inference_memory's lengths (context=T, or prompt and new_tokens); `options`:
     its dtype, kv_dtype, attention, mode, cache and bnb_compute_dtype; `work`: the workload's run
-    (workloads.Shape) when the largest context varies its own length (verdicts.largest_context_answer)."""
+    (workloads.Shape) when the largest context varies its own length (verdicts.largest_context_answer);
+    `precision`: the compute_dtype assumption when the card chose the precision (verdicts.card_dtype)."""
     from calculator.core.budget import Budget, readings_of
     from calculator.answers.verdicts import readings_json
     from calculator.memory.inference import inference_memory
@@ -27,5 +29,6 @@ def inference_json(model, card, batch: int, length: dict, options: dict, workloa
                       largest_batch_tight=largest_batch.figures["largest_batch_tight"],
                       largest_context=largest_context.figures["largest_context"],
                       largest_context_tight=largest_context.figures["largest_context_tight"],
-                      assumptions=[a.to_json() for a in largest_batch.assumptions + largest_context.assumptions])
+                      assumptions=[a.to_json() for a in ((precision,) if precision else ())
+                                   + largest_batch.assumptions + largest_context.assumptions])
     return result

@@ -151,6 +151,9 @@ def inference(data: dict, argv: tuple[str, ...]) -> Answer:
     advice = []
     if data.get("verdict") is not None:
         assumptions.insert(1, _card_assumption(data))
+        if any(a["id"] == "compute_dtype" and a["value"]["reason"] == "no_bf16_tensor_cores"
+               for a in data["assumptions"]):  # the card's precision, none asked (verdicts.card_dtype)
+            assumptions.append(("dp_float16", {"gpu": _card_name(data["gpu"])}))
         advice.append(("do_largest", {"largest_batch": data["largest_batch"], "largest_context": data["largest_context"]}))
     advice.append(("do_context_chapter", {}))
     case = _case(data, dtype=data["dtype"], batch=data["batch"], prompt=data.get("prompt"),

@@ -33,6 +33,9 @@ def zero_offload_json(model, card, tokens: int) -> dict:
             "usable_bytes": budget.usable_bytes, "headroom_bytes": budget.headroom_bytes}
 
 
+FLOAT_CODES = ("float32", "float16", "bfloat16")
+
+
 def multi_gpu_json(model, card, gpus: int, dtype: str, batch: int, context: int) -> dict:
     """transformers over `gpus` cards: the fullest GPU under device_map="auto" and under the
     tensor-parallel plan (None where the heads do not split), and the loading code of each."""
@@ -45,15 +48,17 @@ def multi_gpu_json(model, card, gpus: int, dtype: str, batch: int, context: int)
                 key=lambda i: result.device_map_weights[i] + result.device_map_cache[i])
     budget = Budget(card)
     tp = result.tp_weights_bytes is not None
+    code_dtype = result.weights_dtype if result.weights_dtype in FLOAT_CODES else "bfloat16"  # a format: its compute dtype
     return {"model": model.load_id or model.name, "gpu": card.key, "gpus": gpus, "dtype": dtype, "batch": batch,
-            "context": context, "heads": model.spec.heads,
+            "context": context, "heads": model.spec.heads, "weights_dtype": result.weights_dtype,
+            "weights_source": result.weights_source, "no_tensor_parallel": result.no_tensor_parallel,
             "device_map": {"weights_bytes": result.device_map_weights[worst],
                            "cache_bytes": result.device_map_cache[worst], "peak_bytes": result.device_map_peak_bytes,
                            "verdict": result.device_map_verdict, "gpus_at_work": 1,
-                           "code": transformers_code(model.load_id or model.name, gpus, dtype, "device_map")},
+                           "code": transformers_code(model.load_id or model.name, gpus, code_dtype, "device_map")},
             "tensor_parallel": {"weights_bytes": result.tp_weights_bytes, "cache_bytes": result.tp_cache_bytes,
                                 "peak_bytes": result.tp_peak_bytes, "verdict": result.tp_verdict, "gpus_at_work": gpus,
-                                "code": transformers_code(model.load_id or model.name, gpus, dtype, "tp")} if tp else None,
+                                "code": transformers_code(model.load_id or model.name, gpus, code_dtype, "tp")} if tp else None,
             "activation_bytes": result.activation_bytes, "usable_bytes": budget.usable_bytes,
             "headroom_bytes": budget.headroom_bytes}
 
@@ -87,7 +92,7 @@ def best_way(data: dict) -> tuple[str, dict]:
 def multi_gpu(data: dict, argv: tuple[str, ...]) -> Answer:
     name, way = best_way(data)
     label = "device_map=\"auto\"" if name == "device_map" else f"DistributedConfig(tp_size={data['gpus']})"
-    figures = {"model": data["model"], "gpu": _card_name(data["gpu"]), "gpus": data["gpus"], "dtype": data["dtype"],
+    figures = {"model": data["model"], "gpu": _card_name(data["gpu"]), "gpus": data["gpus"], "dtype": data["weights_dtype"],
                "batch": data["batch"], "context": data["context"], "way": label, "peak_bytes": way["peak_bytes"],
                "usable_bytes": data["usable_bytes"]}
     tp = data["tensor_parallel"]
@@ -95,8 +100,13 @@ def multi_gpu(data: dict, argv: tuple[str, ...]) -> Answer:
                           "tp_peak_bytes": tp["peak_bytes"], "gpus": data["gpus"]}) if tp else \
         ("mg_peaks_no_tp", {"device_map_peak_bytes": data["device_map"]["peak_bytes"], "gpus": data["gpus"],
                             "heads": data["heads"]})
+    if data["no_tensor_parallel"] == "format":
+        peaks = ("mg_peaks_format", {"device_map_peak_bytes": data["device_map"]["peak_bytes"],
+                                     "fmt": data["weights_dtype"]})
     assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data), peaks,
                    ("mg_activations", {"activation_bytes": data["activation_bytes"]})]
+    if data["weights_source"] == "dequantized":
+        assumptions.append(("mg_dequantized", {"fmt": data["dtype"], "gpu": _card_name(data["gpu"])}))
     too_big = way["verdict"] == "too_big"
     advice = (("do_mg_too_big", {}),) if too_big else (("do_mg_code", {}),)
     case = _case(data, dtype=data["dtype"], svt_gpus=data["gpus"], svt_batch=data["batch"],

@@ -85,6 +85,17 @@ def compute_dtype_for(card: Gpu, dtype: str = "bfloat16") -> tuple[str, Assumpti
     return dtype, Assumption("compute_dtype", {"dtype": dtype, "reason": "given"})
 
 
+def card_dtype(card: Gpu | None, asked: str | None) -> tuple[str, Assumption | None]:
+    """The precision a command prices: the one asked for; none asked, the one the card computes
+    in (compute_dtype_for: float16 on a T4, V100 or P100; bfloat16 without a card), with the
+    assumption saying so. `speed` and `inference` both start here."""
+    if asked is not None:
+        return asked, None
+    if card is None:
+        return "bfloat16", None
+    return compute_dtype_for(card)
+
+
 def default_checkpointing(method: str) -> str:
     """Activation recomputation a fine-tuning method starts with: LoRA and QLoRA recipes
     (peft's, the QLoRA paper's) turn it on; full fine-tuning starts without it."""
@@ -160,9 +171,10 @@ def load_answer(model, card: Gpu, dtype: str) -> Answer:
     exact, rule = row.total_bytes, row.rule_of_thumb_bytes
     verdict = fit_verdict(exact, rule, budget, weight_rounding(summary, dtype, model.spec))
     figures = {"total_bytes": exact, "rule_of_thumb_bytes": rule, "usable_bytes": budget.usable_bytes,
-               "headroom_bytes": budget.headroom_bytes, "dtype": dtype}
-    return Answer("load_fit", verdict, figures, (Assumption("weights_only"), Assumption("dtype", dtype)),
-                  load_readings(summary, dtype, budget, model.spec))
+               "headroom_bytes": budget.headroom_bytes, "dtype": row.dtype,
+               "bytes_per_param": row.bytes_per_param}  # a format's: its bytes with scales, averaged
+    return Answer("load_fit", verdict, figures, (Assumption("weights_only"), Assumption("dtype", row.dtype)),
+                  load_readings(summary, row.dtype, budget, model.spec))
 
 
 # Inference: largest batch, largest context, formats that fit ------------------------------

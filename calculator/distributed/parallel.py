@@ -124,17 +124,20 @@ def _sums(sizes: list[int], lengths: list[int]) -> list[int]:
     return out
 
 
-def pipeline_split(summary: ModelSummary, dtype: str, gpus: int) -> tuple[Stage, ...]:
+def pipeline_split(summary: ModelSummary, dtype: str, gpus: int, sizes: list[int] | None = None
+                   ) -> tuple[Stage, ...]:
     """The model's units, in order, over `gpus` stages balanced by bytes. Tensors held
     outside any unit (BERT's output bias, StarCoder's causal-mask buffer) go with the last
-    stage, so the stages always add up to the model's total."""
+    stage, so the stages always add up to the model's total. `sizes`: each unit's bytes when
+    a quantization format stores them (format_layers.units_in_format), the rest in `dtype`."""
     dtype = normalize_dtype(dtype)
     units = list(summary.units)
     gpus = _check_count("number of GPUs", gpus, min(MAX_STAGES, len(units)) if units else 1)
-    sizes = [u.bytes_at(dtype) for u in units]
+    plain = [u.bytes_at(dtype) for u in units]
+    sizes = plain if sizes is None else list(sizes)
     lengths = _partition(sizes, gpus)
     stages, start = [], 0
-    loose = summary.total_bytes_at(dtype) - sum(sizes)
+    loose = summary.total_bytes_at(dtype) - sum(plain)
     for gpu, n in enumerate(lengths):
         chunk = units[start:start + n]
         kinds: dict[str, int] = {}

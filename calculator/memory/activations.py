@@ -152,6 +152,11 @@ def _experts_peak(run: _Run, rows: int) -> int:
     s = rows * spec.experts_per_token
     width = spec.expert_intermediate
     routed = max(s * (spec.hidden + 4 * width), 4 * s * spec.hidden) * a
+    if run.layout.biased_experts:
+        # gpt-oss (transformers 5.24, integrations/moe.py): beside the inputs, the gathered
+        # gate/up biases and the up projection (S x 2I each), then inside _apply_gate the
+        # clamped gate and up, the sigmoid's product, up + 1 and their product (S x I each)
+        routed = max(s * (spec.hidden + 9 * width), 4 * s * spec.hidden) * a
     shared = 3 * rows * spec.shared_expert_intermediate * a
     return rows * spec.experts * a + max(routed + s * ROUTING_BYTES, shared)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 import math
 
 from calculator.core.budget import Budget, Readings, reserved_bytes, rounding_bytes
@@ -157,6 +158,15 @@ def rows_for(summary: ModelSummary, dtypes=DEFAULT_DTYPES, spec: ArchSpec | None
             rule_of_thumb_bytes=rule_of_thumb_bytes(summary.parameters, dtype),
         ))
     return tuple(rows)
+
+
+def rule_of_thumb_figures(parameters: int, size: float) -> tuple[int, int]:
+    """(weights, weights x 1.1) in bytes for `parameters` at `size` bytes each: a dtype's size,
+    or a format's average over a model (format_row's bytes_per_param, its scales included)."""
+    if not isinstance(parameters, int) or parameters < 1 or not size > 0:
+        raise CalculatorError("bad_size", name="parameters", value=str(parameters)[:30], high=10**13)
+    size = Fraction(size)  # exact: 7e9 x 2 x 1.1 is 15.4e9 bytes, not one more
+    return math.ceil(parameters * size), math.ceil(parameters * size * RULE_OF_THUMB_MARGIN)
 
 
 def format_row(summary: ModelSummary, spec: ArchSpec | None, key: str) -> Row:

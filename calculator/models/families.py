@@ -41,6 +41,8 @@ class Family:
       reads the layer's input itself, the MLP the attention's (normalised) output.
     attention_sinks: eager attention concatenates a learned logit per head to the scores
       (gpt-oss), then shifts and softmaxes them in the compute dtype.
+    biased_experts: the experts gather a bias row per routed copy of a token and gate through
+      clamps and a sigmoid (gpt-oss's _apply_gate), not act(gate) * up.
     """
 
     kind: str = "decoder"
@@ -53,6 +55,7 @@ class Family:
     t5_feed_forward: bool = False
     post_norm: bool = False  # BERT's layout: LayerNorm after each residual sum, so no normed copy of the input
     attention_sinks: bool = False
+    biased_experts: bool = False
 
     @property
     def generates(self) -> bool:
@@ -74,7 +77,7 @@ FAMILIES: dict[str, Family] = {
                                    # attention in layer_types), SmolLM3, Qwen2.5-VL's language model
                                    "llama4", "llama4_text", "smollm3", "qwen2_5_vl", "qwen2_5_vl_text",
                                    "mistral3")},
-    "gpt_oss": Family(attention_sinks=True),
+    "gpt_oss": Family(attention_sinks=True, biased_experts=True),
     **{name: Family(norm="gemma") for name in ("gemma", "gemma2", "gemma3", "gemma3_text")},
     "gpt2": Family(norm="layer", positions="learned", fused_qkv=True, keeps_attention_output=True,
                    float32_softmax=False, gated_mlp=False),

@@ -381,6 +381,9 @@ class MultiGpu:
     tp_peak_bytes: int | None
     tp_verdict: str | None
     activation_bytes: int
+    weights_dtype: str = "bfloat16"  # what the GPUs hold: the format, or bfloat16 where it is dequantized
+    weights_source: str = "as_asked"  # or "dequantized" (transformers_formats.loaded_precision)
+    no_tensor_parallel: str | None = None  # "heads" (they do not divide) or "format" (priced for floats only)
 
 
 def transformers_multi_gpu(model, card: Gpu, gpus: int, dtype: str = "bfloat16", batch: int = 1,
@@ -389,10 +392,14 @@ def transformers_multi_gpu(model, card: Gpu, gpus: int, dtype: str = "bfloat16",
     tensor-parallel plan would; the cache follows its layers (device_map) or its key/value
     heads (tp_plan); the activation peak of the forward (inference.py) is counted whole on
     every GPU, an upper bound where tp_plan splits the MLP's widening."""
+    from calculator.serving.transformers_formats import loaded_precision, unit_bytes
+
     spec, summary = model.spec, model.summary
     gpus = check_count("number of GPUs", gpus, 64)
-    memory = inference_memory(summary, spec, batch, context, dtype=dtype)
-    stages = pipeline_split(summary, dtype, min(gpus, len(summary.units)))
+    held, why = loaded_precision(card, dtype)  # a format as its quantizer stores it (MXFP4 below 7.5: bfloat16)
+    memory = inference_memory(summary, spec, batch, context, dtype=held)
+    sizes = unit_bytes(model, held)
+    stages = pipeline_split(summary, "bfloat16" if sizes else held, min(gpus, len(summary.units)), sizes)
     layer_bytes = sum(s.kinds.get("layers", 0) for s in stages) or 1
     caches = tuple(math.ceil(memory.kv_cache_bytes * s.kinds.get("layers", 0) / layer_bytes) for s in stages)
     weights = tuple(s.bytes for s in stages)
@@ -406,11 +413,12 @@ def transformers_multi_gpu(model, card: Gpu, gpus: int, dtype: str = "bfloat16",
         degree = check_degree(spec, gpus)
     except CalculatorError:
         degree = None
-    if degree is not None:
-        tp_weights = tensor_parallel(summary, spec, dtype, degree).per_gpu_bytes
+    if degree is not None and sizes is None:  # the tensor-parallel plan: float dtypes only
+        tp_weights = tensor_parallel(summary, spec, held, degree).per_gpu_bytes
         groups = [g for g in spec.attention if not g.cross]
         heads = groups[0].kv_heads if groups else 1
         tp_cache = math.ceil(memory.kv_cache_bytes * kv_heads_per_gpu(spec, degree) / heads)
         tp_peak = tp_weights + tp_cache + act
         tp_verdict = budget.verdict_for(reserved_bytes(tp_peak, tp_weights))
-    return MultiGpu(gpus, weights, caches, peaks[worst], map_verdict, tp_weights, tp_cache, tp_peak, tp_verdict, act)
+    return MultiGpu(gpus, weights, caches, peaks[worst], map_verdict, tp_weights, tp_cache, tp_peak, tp_verdict, act,
+                    held, why, "format" if sizes else ("heads" if degree is None else None))

@@ -29,13 +29,40 @@ class _Stage:
     back: bool
 
 
+# Where a vision-language model keeps its image side (Gemma 3, Mistral 3: vision_tower and
+# multi_modal_projector; Qwen2.5-VL: visual; Llama 4: vision_model): its layers are the tower's,
+# not the language model's, and a text batch does not run them.
+TOWER_PARTS = ("vision_tower", "visual", "vision_model", "multi_modal_projector")
+
+
+def is_tower(name: str, spec: ArchSpec) -> bool:
+    return spec.kind != "vision" and any(part in TOWER_PARTS for part in name.split("."))
+
+
+def tower_parameters(summary: ModelSummary, spec: ArchSpec) -> int:
+    """A vision-language model's image side (tower and projector): a text batch never reaches
+    it, so it gets no gradient (.grad stays None, checked on a real Gemma 3 on the CPU) and
+    AdamW keeps no state for it: full fine-tuning on text trains the language model alone."""
+    units = sum(u.parameters for u in summary.units if is_tower(u.name, spec))
+    # a matrix held by the projector module itself (Gemma 3's mm_input_projection_weight) is in no unit
+    loose = sum(m.parameters for m in summary.linears if m.name in TOWER_PARTS) if units else 0
+    return units + loose
+
+
+def is_language_layer(name: str, spec: ArchSpec) -> bool:
+    """One of the model's own transformer layers (a unit named ...layers.N), a vision tower's excepted."""
+    return name.split(".")[-1].isdigit() and not is_tower(name, spec)
+
+
 def _stages(summary: ModelSummary, spec: ArchSpec, pipeline: int) -> list[_Stage]:
-    layer_units = [u for u in summary.units if u.name.split(".")[-1].isdigit()]
+    """The layers each stage runs: the language model's (a vision tower's weights sit with the
+    embeddings, before the first layer; its layers keep no activations of a text batch)."""
+    layer_units = [u for u in summary.units if is_language_layer(u.name, spec)]
     total_layers = len(layer_units) or _layer_count(spec)
     layer_params = sum(u.parameters for u in layer_units) if layer_units else summary.parameters
     outside = summary.parameters - layer_params
-    first = next((i for i, u in enumerate(summary.units) if u.name.split(".")[-1].isdigit()), 0)
-    front = sum(u.parameters for u in summary.units[:first] if not u.name.split(".")[-1].isdigit())
+    first = next((i for i, u in enumerate(summary.units) if is_language_layer(u.name, spec)), 0)
+    front = sum(u.parameters for u in summary.units[:first] if not is_language_layer(u.name, spec))
     back = outside - front
     tied = next((m.in_features * m.out_features for m in summary.linears if m.kind == "tied-head"), 0)
     per_layer = layer_params / total_layers
@@ -178,8 +205,11 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
     deepspeed = layout.accounting == "deepspeed"
     held = _tensor_share(summary, stage.parameters, t)  # parameters on this GPU before ZeRO
     share = stage.parameters / max(summary.parameters, 1) / t
-    if setup.method == "full":
-        tensors, trainable_total, trainable, base = full_tensors(summary, spec), summary.parameters, held, 0
+    if setup.method == "full":  # the tower, frozen, sits on the first stage in the working precision
+        tower = tower_parameters(summary, spec)
+        frozen = _tensor_share(summary, tower, t) if stage.front else 0
+        tensors, trainable_total, trainable = full_tensors(summary, spec), summary.parameters - tower, held - frozen
+        base = frozen * p.weight
     else:
         tensors = lora_tensors(summary, setup.lora_rank, setup.lora_targets)
         trainable_total = sum(x.parameters for x in tensors)
@@ -196,7 +226,7 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
 
     working, master = trainable * trained.weight, trainable * trained.master
     states = math.ceil(optimizer_state_bytes(tensors, setup.optimizer, trained.state) * trainable
-                       / max(trainable_total, 1))
+                       / max(sum(x.parameters for x in tensors), 1))  # the tensors' share this GPU trains
     grads16 = trainable * trained.grad
     # DeepSpeed converts the 16-bit gradients to float32 for the optimizer (its partition of them)
     fp32_grads = shard(trainable * 4, 1) if (deepspeed and p.master) else 0
@@ -297,7 +327,7 @@ def _stage_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
     if layout.zero == 0:
         temp = math.ceil(optimizer_step_temporary(states.tensors, setup.optimizer, setup.optimizer_impl,
                                                   PRECISION_BYTES[setup.precision].state)
-                         * states.trainable / max(states.trainable_total, 1))
+                         * states.trainable / max(sum(x.parameters for x in states.tensors), 1))
     step = states.weights + states.grads + states.optimizer + states.step_buffers + temp
 
     if forward_backward >= step:

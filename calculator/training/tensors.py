@@ -18,6 +18,10 @@ BNB_BLOCK = 256
 BNB_MIN_8BIT = 4096
 BNB_QMAPS_BYTES = 2 * 256 * 4  # the two quantization maps, shared by every tensor
 
+# Matrices a module holds as a bare parameter, not an nn.Linear, which peft's "all-linear"
+# cannot wrap: Gemma 3's multi_modal_projector.mm_input_projection_weight (checked with peft 0.21).
+BARE_MATRICES = ("multi_modal_projector",)
+
 # Module names that say what a weight matrix does (others are read from their shapes).
 NAME_ROLES = {
     "q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "qkv_proj": "attn_in", "c_attn": "attn_in",
@@ -99,7 +103,7 @@ def lora_modules(summary: ModelSummary, targets: str = ALL_LINEAR) -> tuple[Line
         raise CalculatorError("lora_no_targets")
     names = [n for n in re.split(r"[\s,]+", targets.strip()) if n]
     if names == [ALL_LINEAR]:
-        chosen = tuple(m for m in summary.linears if m.kind in ("linear", "experts"))
+        chosen = tuple(m for m in summary.linears if m.kind in ("linear", "experts") and m.name not in BARE_MATRICES)
     else:
         known = {m.name for m in summary.linears if m.kind in ("linear", "head", "tied-head")}
         unknown = [n for n in names if n not in known]

@@ -71,12 +71,43 @@ def case_count(ctx: Context, label_key: str, key: str, current: int, low: int = 
     return int(value) if value is not None else current
 
 
-def shipped_note(ctx: Context, model, card, engine: str, dtype: str) -> None:
-    """Say so when the checkpoint ships in a format the engine loads as it is (gpt-oss's MXFP4
-    experts in vLLM) and this calculator prices another precision: `serve` without --dtype
-    prices the shipped format (calculator.serving.weights.default_weights)."""
+def asked_dtype(ctx: Context, inputs) -> str | None:
+    """The precision to ask `serve` for: None when neither the link nor this calculator set one,
+    so the engine chooses as `serve` does without --dtype (calculator.serving.weights.default_weights:
+    the checkpoint's own format when the engine runs it on the card, else bfloat16)."""
+    if "dtype" in inputs.changed or ctx.case is None or ctx.case.dtype_source == "given":
+        return inputs.dtype
+    return None
+
+
+def dtype_args(plan) -> tuple[str, ...]:
+    """The answer's --dtype: only when one was asked for, so the command prints the page's
+    answer, `dtype_source` included."""
+    return ("--dtype", plan.dtype) if plan.dtype_source == "given" else ()
+
+
+def shipped_note(ctx: Context, model, card, engine: str, plan) -> None:
+    """Say where the precision came from when the checkpoint's format decides it: priced as it
+    ships when none was set (as `serve` without --dtype); or, when another precision was set
+    on a checkpoint the engine loads as it ships (gpt-oss's MXFP4 experts in vLLM), that it ships so."""
     from calculator.serving.weights import default_weights
 
+    if engine_note(ctx, engine, plan):
+        return
+    if plan.dtype_source == "as_shipped":
+        st.info(ctx.t("serving.priced_as_shipped", fmt=plan.dtype), icon=":material/info:")
+        return
     shipped, why = default_weights(model, card, engine)
-    if why == "as_shipped" and shipped != dtype:
-        st.info(ctx.t("serving.as_shipped", fmt=shipped, dtype=dtype), icon=":material/info:")
+    if why == "as_shipped" and shipped != plan.dtype:
+        st.info(ctx.t("serving.as_shipped", fmt=shipped, dtype=plan.dtype), icon=":material/info:")
+
+
+def engine_note(ctx: Context, engine: str, plan) -> bool:
+    """With no precision set, the bar shows vLLM's choice (gpt-oss: mxfp4); another engine
+    makes its own, as `serve --engine` does (calculator.serving.weights.default_weights):
+    say so when they differ. True when said."""
+    bar = ctx.case.dtype if ctx.case is not None and ctx.case.dtype_source == "as_shipped" else None
+    if plan.dtype_source != "default" or bar in (None, plan.dtype):
+        return False
+    st.info(ctx.t("serving.engine_precision", engine=engine, fmt=bar, dtype=plan.dtype), icon=":material/info:")
+    return True

@@ -73,6 +73,16 @@ def softcap_caveat(ctx: Context, model: Model) -> None:
     if model.spec.logit_softcap:
         st.warning(ctx.t("training.softcap_caveat"), icon=":material/warning:")
 
+def tower_note(ctx: Context, model: Model, setup) -> None:
+    """Full fine-tuning of a vision-language model on text: its image side is priced frozen
+    (training.peak.tower_parameters), and the reader is told, with the count."""
+    from calculator.training.peak import tower_parameters
+    from guide.format import format_billions
+
+    tower = tower_parameters(model.summary, model.spec)
+    if setup.method == "full" and tower:
+        st.info(ctx.t("training.tower_frozen", model=model.name, tower=format_billions(tower, ctx.lang)),
+                icon=":material/info:")
 
 
 def training_case(ctx: Context, keys: dict[str, str], **fixed):

@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.core.precision import bytes_per_param
 from calculator.answers.verdicts import load_answer
+from calculator.core.errors import CalculatorError
+from guide.case import dtype_choices
 from guide.format import format_billions, format_bytes, format_number
-from guide.widgets import Context, Param, Widget, answer_with, gpu_param
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs, readings_row
-
-DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
 
 
 def answer_for(inputs):
-    """The page's request to the engine (pure: the parity test calls it without Streamlit); a
-    quantization format in the case is read as bfloat16 here."""
-    return load_answer(inputs.model, inputs.card, inputs.dtype if inputs.dtype in DTYPES else "bfloat16")
+    """The page's request to the engine (pure: the parity test calls it without Streamlit): a
+    precision or a format's real layout (bnb-nf4, mxfp4, Q4_K...), as `estimate --dtypes` prices it."""
+    return load_answer(inputs.model, inputs.card, inputs.dtype)
+
+
+def _decimals(size: float) -> int:
+    """Whole bytes as they are (2, 4); a half byte (int4) with one decimal; a format's average
+    (its scales included: 0.53 for bnb-nf4) with two."""
+    return 0 if size == int(size) else 1 if size * 2 == int(size * 2) else 2
 
 
 def paste_answer(model, card, dtype: str):
@@ -31,16 +36,21 @@ def paste_answer(model, card, dtype: str):
 
 
 def render(ctx: Context) -> None:
-    inputs = case_inputs(ctx, {"model": "qc_model", "dtype": "qc_dtype", "gpu": "qc_gpu"}, dtypes=DTYPES)
+    inputs = case_inputs(ctx, {"model": "qc_model", "dtype": "qc_dtype", "gpu": "qc_gpu"}, dtypes=dtype_choices())
     summary, card, lang = inputs.model.summary, inputs.card, ctx.lang
-    answer = answer_for(inputs)
+    try:
+        answer = answer_for(inputs)
+    except CalculatorError as error:  # a format the model's shapes cannot take
+        show_error(ctx, error)
+        return
     dtype, verdict, rule = answer.figures["dtype"], answer.verdict, answer.figures["rule_of_thumb_bytes"]
     m1, m2, m3 = st.columns(3)
     m1.metric(ctx.t("quick_check.rule"), format_bytes(rule, lang))
     m2.metric(ctx.t("quick_check.exact"), format_bytes(answer.figures["total_bytes"], lang))
     m3.metric(ctx.t("quick_check.capacity"), format_bytes(answer.figures["usable_bytes"], lang))
     st.markdown(ctx.t("quick_check.formula", params=format_billions(summary.parameters, lang),
-                      bytes=format_number(float(bytes_per_param(dtype)), 1 if dtype == "int4" else 0, lang),
+                      bytes=format_number(answer.figures["bytes_per_param"], _decimals(answer.figures["bytes_per_param"]),
+                                          lang),
                       rule=format_bytes(rule, lang)))
     readings_row(ctx, answer.detail, card)
     message = ctx.t(f"quick_check.verdict_{verdict}", gpu=card.name, model=inputs.model.name)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.core.precision import RULE_OF_THUMB_MARGIN, bytes_per_param, parameter_bytes, rule_of_thumb_bytes
+from calculator.answers.verdicts import load_answer
+from calculator.core.errors import CalculatorError
+from calculator.core.precision import DTYPES as PLAIN, RULE_OF_THUMB_MARGIN, bytes_per_param
+from calculator.memory.estimate import rule_of_thumb_figures
+from guide.case import dtype_choices
 from guide.format import format_bytes, format_number
-from guide.widgets import Context, Param, Widget
+from guide.widgets import Context, Param, Widget, show_error
 from guide.inputs.common import case_inputs
 
-DTYPES = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
 MAX_BILLIONS = 10_000.0  # ten trillion parameters: far beyond any model
 
 
@@ -22,9 +25,17 @@ def plain_number(value: float, lang: str, most: int = 3) -> str:
     return format_number(value, decimals, lang)
 
 
+def bytes_per_case(inputs):
+    """Bytes per parameter of the case's precision: a dtype's size, or a format's average over
+    the case's model as `estimate --dtypes` prices it (load_answer's bytes_per_param)."""
+    if inputs.dtype in PLAIN:
+        return bytes_per_param(inputs.dtype)
+    return load_answer(inputs.model, inputs.card, inputs.dtype).figures["bytes_per_param"]
+
+
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    inputs = case_inputs(ctx, {"dtype": "rt_dtype"}, dtypes=DTYPES)
+    inputs = case_inputs(ctx, {"dtype": "rt_dtype"}, dtypes=dtype_choices())
     case_billions = inputs.model.summary.parameters / 1e9
     typed = st.number_input(ctx.t("rule_of_thumb.billions"), min_value=0.001, max_value=MAX_BILLIONS, value=None,
                             step=0.5, format="%g", key="rt_params", bind="query-params",
@@ -32,11 +43,16 @@ def render(ctx: Context) -> None:
                                               billions=plain_number(round(case_billions, 2), lang)),
                             help=ctx.t("rule_of_thumb.billions_help"))
     billions = typed if typed is not None else case_billions
-    dtype = inputs.dtype if inputs.dtype in DTYPES else "bfloat16"
+    try:
+        size = bytes_per_case(inputs)
+    except CalculatorError as error:  # a format the model's shapes cannot take
+        show_error(ctx, error)
+        return
+    if inputs.dtype not in PLAIN:  # a format: its average over the case's model, scales included
+        st.caption(ctx.t("rule_of_thumb.format_average", fmt=inputs.dtype, model=inputs.model.name,
+                         bytes=plain_number(float(size), lang)))
     parameters = max(1, round(billions * 1e9))
-    weights = parameter_bytes(parameters, dtype)
-    rule = rule_of_thumb_bytes(parameters, dtype)
-    size = bytes_per_param(dtype)
+    weights, rule = rule_of_thumb_figures(parameters, size)
     st.markdown(ctx.t(
         "rule_of_thumb.formula",
         billions=plain_number(billions, lang), bytes=plain_number(float(size), lang),

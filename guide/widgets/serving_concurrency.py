@@ -12,7 +12,7 @@ from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs, tokens_input
-from guide.inputs.serving import case_count, kv_picker, serving_case
+from guide.inputs.serving import asked_dtype, case_count, dtype_args, kv_picker, serving_case
 
 
 
@@ -35,13 +35,13 @@ def render(ctx: Context) -> None:
     kv_dtype = kv_picker(ctx, "svc_kv", container=c4)
     prefix = tokens_input(ctx, "serving.shared_prefix", "svc_prefix", 0, low=0, container=c5)
     try:
-        plan = serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=context, tensor=tensor,
+        plan = serve(model, gpu, dtype=asked_dtype(ctx, inputs), kv_dtype=kv_dtype, context=context, tensor=tensor,
                      shared_prefix=min(prefix, context))  # with the layouts, as the answer's command
         limit = model.spec.max_positions or context
         lengths = lengths_up_to(limit, context)
-        curve = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, tensor=tensor,
+        curve = [serve(model, gpu, dtype=asked_dtype(ctx, inputs), kv_dtype=kv_dtype, context=t, tensor=tensor,
                        layouts=False).replica.sequences for t in lengths]
-        shared = [serve(model, gpu, dtype=inputs.dtype, kv_dtype=kv_dtype, context=t, tensor=tensor,
+        shared = [serve(model, gpu, dtype=asked_dtype(ctx, inputs), kv_dtype=kv_dtype, context=t, tensor=tensor,
                         shared_prefix=min(prefix, t), layouts=False).replica.sequences
                   for t in lengths] if prefix else []
     except CalculatorError as error:
@@ -79,7 +79,7 @@ def paste_answer(model, plan, tensor: int, prefix: int):
     from calculator.answers.serving_json import serve_json
 
     typed = model.key or model.name
-    argv = (typed, "--gpu", plan.gpu, "--dtype", plan.dtype, "--kv-dtype", plan.kv_dtype, "--context", str(plan.context),
+    argv = (typed, "--gpu", plan.gpu, *dtype_args(plan), "--kv-dtype", plan.kv_dtype, "--context", str(plan.context),
             "--tensor", str(tensor), *(("--shared-prefix", str(prefix)) if prefix else ()))
     return answer_for("serve", serve_json(model, plan), argv, typed)
 

@@ -14,7 +14,8 @@ from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
 from calculator.serving.weights import SERVED_FORMATS
-from guide.inputs.serving import WEIGHT_CHOICES, case_count, engine_picker, kv_picker, serving_case
+from guide.inputs.serving import (WEIGHT_CHOICES, asked_dtype, case_count, dtype_args, engine_picker, kv_picker,
+                                  serving_case, engine_note)
 
 
 def paste_answer(model, plan, users: int, tensor: int):
@@ -23,7 +24,7 @@ def paste_answer(model, plan, users: int, tensor: int):
     from calculator.answers.markdown import answer_for as answer_of
 
     typed = model.key or model.name
-    argv = (typed, "--gpu", plan.gpu, "--dtype", plan.dtype, "--kv-dtype", plan.kv_dtype, "--context", str(plan.context),
+    argv = (typed, "--gpu", plan.gpu, *dtype_args(plan), "--kv-dtype", plan.kv_dtype, "--context", str(plan.context),
             "--users", str(users), "--tensor", str(tensor), "--engine", plan.engine)
     from calculator.answers.serving_json import serve_json
 
@@ -34,7 +35,7 @@ def paste_answer(model, plan, users: int, tensor: int):
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "svg_model", "gpu": "svg_gpu", "dtype": "svg_dtype"}, dtypes=WEIGHT_CHOICES)
-    model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
+    model, gpu, dtype = inputs.model, inputs.card, asked_dtype(ctx, inputs)
     c4, c5, c6, c7 = st.columns(4)
     kv_dtype = kv_picker(ctx, "svg_kv", container=c4)
     case_users, case_context, tensor = serving_case(ctx)
@@ -49,6 +50,7 @@ def render(ctx: Context) -> None:
     except CalculatorError as error:
         show_error(ctx, error)
         return
+    engine_note(ctx, engine, plan)
     answer_with(ctx, paste_answer(model, plan, users, tensor))
     never = ctx.t("serving.never")
     st.dataframe([{

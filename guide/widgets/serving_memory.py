@@ -12,7 +12,8 @@ from guide.charts import GIB, Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
-from guide.inputs.serving import WEIGHT_CHOICES, engine_picker, limit_input, serving_case, share_input, shipped_note
+from guide.inputs.serving import (WEIGHT_CHOICES, asked_dtype, dtype_args, engine_picker, limit_input, serving_case,
+                                  share_input, shipped_note)
 
 COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "graphs": "#bcbd22", "pool": "#9ecae1",
           "outside": "#dddddd"}
@@ -21,7 +22,7 @@ COLORS = {"weights": "#5b7db1", "reserve": "#ff9f40", "non_torch": "#c49c94", "g
 def render(ctx: Context) -> None:
     lang = ctx.lang
     inputs = case_inputs(ctx, {"model": "svm_model", "gpu": "svm_gpu", "dtype": "svm_dtype"}, dtypes=WEIGHT_CHOICES)
-    model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
+    model, gpu, dtype = inputs.model, inputs.card, asked_dtype(ctx, inputs)
     c4, c5, c6 = st.columns(3)
     engine = engine_picker(ctx, "svm_engine", container=c4)
     utilization = share_input(ctx, "svm_util", container=c5)
@@ -34,7 +35,7 @@ def render(ctx: Context) -> None:
     except CalculatorError as error:
         show_error(ctx, error)
         return
-    shipped_note(ctx, model, gpu, engine, plan.dtype)
+    shipped_note(ctx, model, gpu, engine, plan)
     r = plan.replica
     reserve_key = "serving.part_reserve" if engine == "vllm" else "serving.part_reserve_sglang"
     parts = [("weights", "serving.part_weights", r.weights_bytes_per_gpu),
@@ -81,7 +82,7 @@ def render(ctx: Context) -> None:
 def _answer(model, plan, utilization, batched):
     """The serve command's answer for this calculation (its JSON is the plan's, as `serve --json` writes it)."""
     typed = model.key or model.name
-    argv = [typed, "--gpu", plan.gpu, "--dtype", plan.dtype, "--context", str(plan.context), "--engine", plan.engine,
+    argv = [typed, "--gpu", plan.gpu, *dtype_args(plan), "--context", str(plan.context), "--engine", plan.engine,
             "--max-num-batched-tokens", str(batched)]
     if utilization is not None:
         argv += ["--gpu-memory-utilization", f"{utilization:g}"]

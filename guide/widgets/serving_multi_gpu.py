@@ -10,6 +10,7 @@ from calculator.core.errors import CalculatorError
 from calculator.serving.launch import transformers_code
 from calculator.serving.engines import MAX_TOKENS
 from calculator.serving.plan import transformers_multi_gpu
+from calculator.serving.transformers_formats import multi_gpu_dtype
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
@@ -17,6 +18,7 @@ from guide.inputs.serving import case_count, serving_case
 
 GPU_COUNTS = (2, 4, 8)
 FLOATS = ("float32", "float16", "bfloat16")
+CHOICES = (*FLOATS, "mxfp4", "nvfp4", "fp8-block128", "bnb-int8", "bnb-nf4")  # formats transformers' quantizers load
 
 
 def paste_answer(model, card, gpus: int, dtype: str, batch: int, context: int):
@@ -32,9 +34,11 @@ def paste_answer(model, card, gpus: int, dtype: str, batch: int, context: int):
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    inputs = case_inputs(ctx, {"model": "svt_model", "gpu": "svt_gpu", "dtype": "svt_dtype"}, dtypes=FLOATS)
+    inputs = case_inputs(ctx, {"model": "svt_model", "gpu": "svt_gpu", "dtype": "svt_dtype"}, dtypes=CHOICES)
     model, gpu, dtype = inputs.model, inputs.card, inputs.dtype
-    if dtype not in FLOATS:  # transformers' own loading: a quantized checkpoint is another chapter's case
+    try:
+        multi_gpu_dtype(dtype)
+    except CalculatorError:  # int4, GGUF...: `multi-gpu` refuses them; the page says so and prices bfloat16
         st.caption(ctx.t("serving.multi_dtype", dtype=dtype))
         dtype = "bfloat16"
     c3, c5, c6 = st.columns(3)
@@ -73,15 +77,20 @@ def render(ctx: Context) -> None:
             ctx.t("serving.col_busy"): str(gpus),
         })
     st.dataframe(rows, hide_index=True)
-    if result.tp_weights_bytes is None:
+    if result.weights_source == "dequantized":
+        st.info(ctx.t("serving.multi_dequantized", gpu=gpu.name), icon=":material/info:")
+    if result.no_tensor_parallel == "format":
+        st.info(ctx.t("serving.multi_format", fmt=result.weights_dtype), icon=":material/info:")
+    elif result.tp_weights_bytes is None:
         st.warning(ctx.t("serving.tp_heads", gpus=gpus, heads=model.spec.heads))
     elif result.device_map_verdict == "too_big" and result.tp_verdict == "too_big":
         st.error(ctx.t("serving.multi_too_big", gpus=gpus, gpu=gpu.name))
     else:
         st.info(ctx.t("serving.multi_summary", gpus=gpus, gpu=gpu.name))
-    st.code(transformers_code(model.load_id, gpus, dtype, "device_map"), language="python", wrap_lines=True)
+    code_dtype = dtype if dtype in FLOATS else "bfloat16"  # a pre-quantized checkpoint: its compute dtype
+    st.code(transformers_code(model.load_id, gpus, code_dtype, "device_map"), language="python", wrap_lines=True)
     if result.tp_weights_bytes is not None:
-        st.code(transformers_code(model.load_id, gpus, dtype, "tp"), language="python", wrap_lines=True)
+        st.code(transformers_code(model.load_id, gpus, code_dtype, "tp"), language="python", wrap_lines=True)
     st.caption(ctx.t("serving.multi_caption"))
     answer_with(ctx, paste_answer(model, gpu, gpus, dtype, batch, context))
 

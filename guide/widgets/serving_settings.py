@@ -15,8 +15,8 @@ from calculator.serving.plan import llamacpp_cache, serve
 from guide.format import format_bytes, format_count, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
-from guide.inputs.serving import (case_count, count_input, engine_picker, kv_picker, limit_input, serving_case,
-                                          share_input)
+from guide.inputs.serving import (asked_dtype, case_count, count_input, dtype_args, engine_picker, kv_picker,
+                                  limit_input, serving_case, share_input, engine_note)
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
@@ -51,7 +51,7 @@ def render(ctx: Context) -> None:
                               help=ctx.t("serving.cache_type_help"))
     try:
         if server:
-            _engine(ctx, engine, model, gpu, inputs.dtype, context, kv_dtype, utilization, seqs, batched, offload,
+            _engine(ctx, engine, model, gpu, asked_dtype(ctx, inputs), context, kv_dtype, utilization, seqs, batched, offload,
                     tensor, users)
         else:
             _llamacpp(ctx, model, context, slots, ngl, cache_type)
@@ -65,6 +65,7 @@ def _engine(ctx, engine, model, gpu, dtype, context, kv_dtype, utilization, seqs
     plan = serve(model, gpu, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=context, utilization=utilization,
                  max_num_seqs=seqs, max_num_batched_tokens=batched, cpu_offload_gib=offload, tensor=tensor,
                  users=users)  # with the layouts: the answer names the fewest GPUs when these do not serve
+    engine_note(ctx, engine, plan)
     r = plan.replica
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(ctx.t("serving.part_weights"), format_bytes(r.weights_bytes_per_gpu, lang))
@@ -102,7 +103,7 @@ def paste_answer(model, plan, tensor: int, utilization, seqs, batched, offload: 
     typed = model.key or model.name
     flags = {"--gpu-memory-utilization": utilization, "--max-num-seqs": seqs, "--max-num-batched-tokens": batched,
              "--cpu-offload-gb": offload or None}
-    argv = (typed, "--gpu", plan.gpu, "--engine", plan.engine, "--dtype", plan.dtype, "--kv-dtype", plan.kv_dtype,
+    argv = (typed, "--gpu", plan.gpu, "--engine", plan.engine, *dtype_args(plan), "--kv-dtype", plan.kv_dtype,
             "--context", str(plan.context), "--users", str(plan.users), "--tensor", str(tensor),
             *(item for flag, value in flags.items() if value is not None for item in (flag, f"{value:g}")))
     return answer_for("serve", serve_json(model, plan), argv, typed)

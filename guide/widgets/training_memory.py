@@ -15,7 +15,7 @@ from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_e
 from calculator.core.budget import Budget
 from guide.inputs.common import readings_row
 from guide.inputs.training import COMPONENTS, component_chart, moment, positions_note, \
-    softcap_caveat, train_answer, training_case
+    softcap_caveat, tower_note, train_answer, training_case
 
 
 
@@ -88,6 +88,7 @@ def render(ctx: Context) -> None:
         st.error(ctx.t("training.none_fits", gpu=gpu.name, peak=format_bytes(memory.total_bytes, lang),
                        capacity=format_bytes(budget.usable_bytes, lang)))
     softcap_caveat(ctx, model)
+    tower_note(ctx, model, setup)
 
 
 WIDGET = Widget(

@@ -25,9 +25,10 @@ def register(commands, shared) -> None:
     p.add_argument("--cache", choices=CACHES, default="dynamic",
                    help="dynamic: the cache grows token by token (default); static: allocated in full up front; "
                         "legacy: the tuple cache of transformers before 4.36 (two whole caches at the last step)")
-    p.add_argument("--dtype", default="bfloat16",
+    p.add_argument("--dtype", default=None,
                    help=f"weight storage: a dtype ({', '.join(DTYPES)}; int8 and int4 are the rule of thumb's "
-                        f"ideal sizes) or a real format ({', '.join(formats)}); default bfloat16")
+                        f"ideal sizes) or a real format ({', '.join(formats)}); default bfloat16, or float16 "
+                        f"on a --gpu without bfloat16 tensor cores (T4, V100, P100), as `speed`")
     p.add_argument("--compute-dtype", choices=COMPUTE_DTYPES, default="float32",
                    help="bitsandbytes 4-bit compute dtype (bnb_4bit_compute_dtype; transformers' default float32)")
     p.add_argument("--kv-dtype", default=None, help="cache precision if not the compute dtype (e.g. float8)")
@@ -57,15 +58,19 @@ def run(args) -> int:
         raise CalculatorError("measured_needs_gpu")
     model = resolve_model(args)
     workload, length, mode = _lengths(args, model.spec)
-    options = {"dtype": args.dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": mode,
+    from calculator.answers.verdicts import card_dtype
+
+    dtype, precision = card_dtype(card, args.dtype)
+    options = {"dtype": dtype, "kv_dtype": args.kv_dtype, "attention": args.attention, "mode": mode,
                "cache": args.cache, "bnb_compute_dtype": args.compute_dtype}
     from calculator.answers.inference_json import inference_json
 
     memory = inference_memory(model.summary, model.spec, args.batch, **length, **options)
     readings = readings_of(memory, budget_for(card))
-    result = inference_json(model, card, args.batch, length, options, workload, work=_work(workload, length, mode))
+    result = inference_json(model, card, args.batch, length, options, workload, work=_work(workload, length, mode),
+                            precision=precision)
     if args.measured is not None:
-        result["measured"] = _measured(args, model, card, workload, memory)
+        result["measured"] = _measured(args, model, card, workload, memory, dtype)
     if args.json:
         print_json(result)
         return 0
@@ -80,6 +85,8 @@ def run(args) -> int:
         length_text = f"{memory.encoder_tokens} encoder tokens, decoder {length_text}"
     print(f"Model: {model.name} ({model.source})   batch {args.batch} x {length_text}   "
           f"{memory.weights_format} weights, {memory.kv_dtype} cache, {attention} attention, {memory.mode}")
+    if precision is not None and precision.value["reason"] == "no_bf16_tensor_cores":
+        print(f"Precision: float16, the {card.name} has no bfloat16 tensor cores (--dtype to choose another).")
     rows = [["weights", format_bytes(memory.weights_bytes)], ["KV cache", format_bytes(memory.kv_cache_bytes)],
             ["activation peak", f"{format_bytes(memory.activation_peak_bytes)} (at: {memory.peak_moment})"]]
     if memory.quantized_matmul_bytes:
@@ -102,7 +109,7 @@ def run(args) -> int:
     return 0
 
 
-def _measured(args, model, card, workload: str, memory) -> dict:
+def _measured(args, model, card, workload: str, memory, dtype: str) -> dict:
     """The measured speed against the roofline of the run this command sized."""
     from calculator.memory.workload_speed import against_ceiling, workload_speed
     from calculator.memory.workloads import Shape
@@ -112,7 +119,7 @@ def _measured(args, model, card, workload: str, memory) -> dict:
     else:
         run = Shape(workload if memory.encoder_tokens else "generation", "generate", memory.prompt,
                     memory.new_tokens or 1, memory.encoder_tokens or None)
-    speed = workload_speed(model.summary, model.spec, card, args.dtype, args.batch, run)
+    speed = workload_speed(model.summary, model.spec, card, dtype, args.batch, run)
     return {"unit": speed.unit, **against_ceiling(args.measured, speed).to_json()}
 
 

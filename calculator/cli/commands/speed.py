@@ -47,12 +47,12 @@ def _workload(args, spec) -> str:
 def _dtypes(asked, card):
     """The precisions asked for; none asked: the one the card computes in (float16 where
     bfloat16 has no tensor cores, as data-parallel and the chapter choose), said as an assumption."""
-    from calculator.answers.verdicts import compute_dtype_for
+    from calculator.answers.verdicts import card_dtype
     from calculator.core.precision import normalize_dtype
 
     if asked:
         return [normalize_dtype(d) for d in asked], None
-    dtype, precision = compute_dtype_for(card)
+    dtype, precision = card_dtype(card, None)
     return [dtype], precision
 
 
