@@ -14,7 +14,7 @@ from calculator.training.layer_tensors import (
     LAYER_GROUPS, NORM_ROLES, Saved, _adapted, _Adapted, _adapter_tensors, _attention_tensors, _Dims, _dims,
     _dropout_tensors, _feed_forward_tensors, _norm_tensors,
 )
-from calculator.training.setup import TrainingSetup, _layer_count
+from calculator.training.setup import FUSED_TOKEN_TILE, FUSED_VOCAB_TILE, LOSS_CHUNKS, TrainingSetup, _layer_count
 from calculator.training.tensors import linear_role
 
 # Activations -------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     block = tuple(_split(x, tensor, sequence_parallel) for x in block)
 
     embedding = _embedding_tensors(dims, traits, adapted, setup.device)
-    head, logits_gradient = _head_tensors(dims, spec, adapted, tensor)
+    head, logits_gradient = _head_tensors(dims, spec, adapted, tensor, setup.loss)
     head = tuple(_split(x, tensor, sequence_parallel) for x in head)
 
     moments, norm_flow = _layer_moments(summary, spec, traits, dims, adapted, block, tensor, sequence_parallel)
@@ -143,7 +143,8 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
         matrices = sum(m.parameters for m in summary.linears if m.kind in ("linear", "experts"))
         copies = math.ceil(2 * matrices / layers / tensor)
         head_matrix = sum(m.parameters for m in summary.linears if m.kind in ("head", "tied-head"))
-        head_copy = math.ceil(2 * head_matrix / tensor)
+        # the fused head casts its weight tile by tile instead (no cached copy)
+        head_copy = 0 if setup.loss == "fused" else math.ceil(2 * head_matrix / tensor)
     residual = _shard(dims.residual_bytes * dims.hidden_states, tensor, sequence_parallel)
     return ActivationModel(
         layer=block, embedding=embedding, head=head, moments=moments, norm_flow=norm_flow,
@@ -165,19 +166,50 @@ def _embedding_tensors(dims: _Dims, traits: ModelTraits, adapted: _Adapted, devi
     return tuple(embedding)
 
 
-def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int) -> tuple[list[Saved], int]:
-    """After the last layer: the final norm, the loss's float32 log-probabilities and the
-    labels; and the float32 gradients of the logits at the start of the backward."""
+def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int,
+                  loss: str = "full") -> tuple[list[Saved], int]:
+    """After the last layer: the final norm, what the loss keeps and the labels; and what the
+    loss's backward holds at its start (`loss`: setup.LOSSES).
+    full: float32 log-probabilities of every token kept, then their gradient and the
+    log-softmax's (2 x 4 bytes per token and vocabulary entry). chunked (torchtune): the same
+    log-probabilities, chunk after chunk, and one chunk's gradients at a time. fused (trl,
+    Liger): no logits at all; the head's input kept, and one tile of logits in the products'
+    dtype with the float32 gradient of the head's input in the backward."""
     head = _norm_tensors(dims, adapted, "final norm", "head", "head", 1)
     # a classifier's loss is over a few labels per sequence (or token): nothing worth counting
     vocab = spec.vocab if spec.kind != "vision" and spec.head != "classifier" else 0
-    logits_gradient = 0
-    if vocab:
-        loss = math.ceil(4 * dims.tokens * vocab / tensor)  # vocabulary-parallel loss with tensor parallelism
-        logits_gradient = 2 * loss  # the loss's gradient, then the log-softmax's
-        head.append(Saved("loss: float32 log-probabilities", loss, "loss", "head", tensor_parallel=False))
-        head.append(Saved("labels", 8 * dims.tokens, "labels", "head", tensor_parallel=False))
-    return head, logits_gradient
+    if not vocab:
+        return head, 0
+    labels = Saved("labels", 8 * dims.tokens, "labels", "head", tensor_parallel=False)
+    if loss == "fused":
+        return _fused_head(dims, head) + [labels], _fused_backward(dims, vocab, adapted)
+    kept = math.ceil(4 * dims.tokens * vocab / tensor)  # vocabulary-parallel loss with tensor parallelism
+    chunks = LOSS_CHUNKS if loss == "chunked" else 1
+    head.append(Saved("loss: float32 log-probabilities", kept, "loss", "head", tensor_parallel=False))
+    return head + [labels], math.ceil(2 * kept / chunks)  # the loss's gradient, then the log-softmax's
+
+
+def _fused_head(dims: _Dims, head: list[Saved]) -> list[Saved]:
+    """trl's fused LM head keeps a copy of the head's input (the tokens with a label, in the
+    final norm's dtype) and two float32 numbers per token (log-sum-exp, entropy); the head's own
+    linear never runs, so nothing keeps a copy of its input for it."""
+    kept = [s for s in head if s.role != "norm_output"]
+    kept.append(Saved("fused head: its input", dims.residual_bytes * dims.hidden_states, "loss", "head",
+                      tensor_parallel=False))
+    kept.append(Saved("fused head: log-sum-exp and entropy", 8 * dims.tokens, "loss", "head", tensor_parallel=False))
+    return kept
+
+
+def _fused_backward(dims: _Dims, vocab: int, adapted: _Adapted) -> int:
+    """The fused head's backward (trl/kernels/chunked_logprob.py, backward): one tile of
+    recomputed logits in the products' dtype, the head input's gradient accumulated in
+    float32 (and its cast back), the float32 gradient of the head's weight when it trains."""
+    tile_tokens = min(dims.tokens, FUSED_TOKEN_TILE)
+    tile = dims.act_bytes * tile_tokens * min(vocab, FUSED_VOCAB_TILE)
+    cast_input = dims.act_bytes * tile_tokens * dims.hidden if dims.residual_bytes != dims.act_bytes else 0
+    gradient = 4 * dims.hidden_states + (dims.residual_bytes * dims.hidden_states if dims.residual_bytes != 4 else 0)
+    weight_gradient = 4 * vocab * dims.hidden if adapted.full else 0
+    return tile + cast_input + gradient + weight_gradient
 
 
 def _mlp_backward(dims: _Dims, spec: ArchSpec, adapted: _Adapted) -> tuple[int, int]:
