@@ -89,6 +89,12 @@ class ActivationModel:
     def labels_saved(self) -> int:
         return sum(s.bytes for s in self.head if s.role == "labels")
 
+    @property
+    def loss_held(self) -> int:
+        """What the loss holds at the start of the backward: what it kept (labels included)
+        and its backward's gradients or tiles (setup.loss decides which)."""
+        return self.loss_saved + self.labels_saved + self.logits_gradient
+
 
 def _readers(summary: ModelSummary, spec: ArchSpec) -> tuple[int, int]:
     """How many matrices of a layer read its attention input and its MLP input (autocast

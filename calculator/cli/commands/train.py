@@ -111,6 +111,7 @@ def run(args) -> int:
         "layer_activation_groups": layer.layer_groups(),
         "layer_tensors_bytes": layer.layer_tensors_bytes,
         "loss_saved_bytes": layer.loss_saved,
+        "loss_held_bytes": layer.loss_held,
         "korthikanti_layer": {"linear_bytes": korthikanti.linear_bytes, "scores_bytes": korthikanti.scores_bytes,
                               "total_bytes": korthikanti.total_bytes}})
     if args.compare_methods:
@@ -152,7 +153,8 @@ def run(args) -> int:
     print(f"At the peak, the master copy apart: {listing(result['peak_components'], COMPONENT_NAMES)}.")
     groups = {group: value for group, value in result["layer_activation_groups"].items() if value}
     print(f"One layer keeps {size(layer.layer_tensors_bytes)} per micro-batch ({listing(groups)}); "
-          f"the loss keeps {size(layer.loss_saved)} ({LOSS_KEEPS[args.loss]}).")
+          f"the loss keeps {size(layer.loss_saved)} ({LOSS_KEEPS[args.loss]}) and holds {size(layer.loss_held)} "
+          "at the start of the backward.")
     print("Korthikanti et al. (2022, eq. 1), a GPT layer in 16 bits: "
           f"34sbh + 5as^2b = {size(korthikanti.total_bytes)}, 34sbh = {size(korthikanti.linear_bytes)}.")
     for line in readings_lines(readings, card, size):

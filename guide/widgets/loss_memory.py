@@ -1,0 +1,63 @@
+"""fine-tuning#large-vocabulary: the loss as transformers' Trainer computes it (float32 logits),
+chunked (torchtune) or fused with the output head (trl's SFTTrainer, Liger), for the reader's
+step: what the loss holds, the peak and the largest micro-batch of each."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from calculator.core.errors import CalculatorError
+from calculator.training import LOSSES, activation_model
+from calculator.answers.verdicts import largest_micro_batch_answer
+from guide.format import format_bytes
+from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
+from guide.inputs.training import moment, positions_note, train_answer, training_case
+
+
+def answers_for(inputs, setup) -> dict:
+    """The engine's answer for each loss, the rest of the step unchanged (pure: no Streamlit)."""
+    return {loss: largest_micro_batch_answer(inputs.model, inputs.card, replace(setup, loss=loss)) for loss in LOSSES}
+
+
+def loss_held(inputs, setup) -> int:
+    """What the loss holds at the start of the backward (the engine's figure)."""
+    model = inputs.model
+    return activation_model(model.summary, model.spec, model.traits, setup).loss_held
+
+
+def render(ctx: Context) -> None:
+    lang = ctx.lang
+    picked = st.selectbox(ctx.t("loss_memory.loss"), list(LOSSES), key="lv_loss", bind="query-params",
+                          format_func=lambda loss: ctx.t(f"loss_memory.loss_{loss}"), help=ctx.t("loss_memory.loss_help"))
+    inputs, setup = training_case(ctx, {"model": "lv_model", "gpu": "lv_gpu", "method": "lv_method",
+                                        "batch": "lv_batch", "sequence": "lv_sequence"}, loss=picked)
+    if positions_note(ctx, inputs.model, setup.sequence):
+        return
+    try:
+        answers = answers_for(inputs, setup)
+        held = {loss: loss_held(inputs, replace(setup, loss=loss)) for loss in LOSSES}
+    except CalculatorError as error:
+        show_error(ctx, error)
+        return
+    chosen = answers[picked].detail
+    m1, m2 = st.columns(2)
+    m1.metric(ctx.t("loss_memory.held"), format_bytes(held[picked], lang))
+    m2.metric(ctx.t("training.column_peak"), format_bytes(chosen.total_bytes, lang))
+    rows = [{ctx.t("loss_memory.col_loss"): ctx.t(f"loss_memory.loss_{loss}"),
+             ctx.t("loss_memory.held"): format_bytes(held[loss], lang),
+             ctx.t("training.column_peak"): format_bytes(answers[loss].detail.total_bytes, lang),
+             ctx.t("lora.col_largest"): answers[loss].figures["largest_micro_batch"]} for loss in LOSSES]
+    st.dataframe(rows, hide_index=True)
+    st.caption(ctx.t("loss_memory.caption", moment=moment(ctx, chosen), gpu=inputs.card.name))
+    answer_with(ctx, train_answer(inputs, setup, answers[picked], extra=("--loss", picked)))
+
+
+WIDGET = Widget(
+    name="loss-memory",
+    render=render,
+    params=(Param("lv_loss", "fused", "choice"), Param("lv_model", "meta-llama/Llama-3.1-8B", "choice"),
+            gpu_param("lv_gpu", "NVIDIA A100 80GB SXM"), Param("lv_method", "qlora", "choice"),
+            Param("lv_batch", "8", "int"), Param("lv_sequence", "4096", "int")),
+)
