@@ -30,7 +30,7 @@ ALL_LINEAR = "all-linear"
 #   trl/kernels/chunked_logprob.py) and Liger's fused linear cross-entropy (use_liger_kernel).
 #   chunked: torchtune's CEWithChunkedOutputLoss, the logits in 8 chunks along the sequence,
 #   each upcast to float32 on its own (eager; torch.compile can save less).
-LOSSES = ("full", "fused", "chunked")
+LOSSES = ("full", "chunked", "fused")
 # trl 1.16, trl/kernels/chunked_logprob.py:31 (tokens per tile) and trl/trainer/utils.py:1506
 # (vocabulary per tile): one tile in the products' dtype, reused through the forward and the backward.
 FUSED_TOKEN_TILE = 4096

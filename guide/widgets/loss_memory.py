@@ -13,6 +13,7 @@ from calculator.training import LOSSES, activation_model
 from calculator.answers.verdicts import largest_micro_batch_answer
 from guide.format import format_bytes
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
+from guide.inputs.common import url_choice
 from guide.inputs.training import moment, positions_note, train_answer, training_case
 
 
@@ -29,8 +30,8 @@ def loss_held(inputs, setup) -> int:
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
-    picked = st.selectbox(ctx.t("loss_memory.loss"), list(LOSSES), key="lv_loss", bind="query-params",
-                          format_func=lambda loss: ctx.t(f"loss_memory.loss_{loss}"), help=ctx.t("loss_memory.loss_help"))
+    picked = url_choice(ctx, ctx.t("loss_memory.loss"), "lv_loss", LOSSES, lambda loss: ctx.t(f"loss_memory.loss_{loss}"),
+                        help=ctx.t("loss_memory.loss_help"))
     inputs, setup = training_case(ctx, {"model": "lv_model", "gpu": "lv_gpu", "method": "lv_method",
                                         "batch": "lv_batch", "sequence": "lv_sequence"}, loss=picked)
     if positions_note(ctx, inputs.model, setup.sequence):
