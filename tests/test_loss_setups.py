@@ -1,0 +1,241 @@
+"""How the loss meets the output head (TrainingSetup.loss): transformers' full float32 logits,
+torchtune's chunked cross-entropy and trl's fused LM head, worked by hand and measured on a
+real model on the CPU with bench.measure.LiveBytes.
+
+Neither trl nor torchtune is installed here (trl needs `datasets`), so the two loops are
+written out below from their source, step for step as far as memory goes:
+- torchtune's CEWithChunkedOutputLoss (torchtune/modules/loss/ce_chunked_output_loss.py at
+  bd2a0fc): the head applied to 8 slices of the last hidden states along the sequence, each
+  slice's logits upcast and passed to F.cross_entropy on its own, summed, divided by the labelled
+  tokens; the recipe drops the logits before the backward;
+- trl 1.16's fused LM head (trl/trainer/utils.py:1548 add_fused_lm_head,
+  trl/kernels/chunked_logprob.py ChunkedLogProbFunction): the hidden states of the tokens with a
+  label, projected tile by tile into one reused buffer in the products' dtype, folded into an
+  online log-sum-exp; the backward recomputes each tile, turns it into the logits' gradient in
+  place and accumulates the hidden states' gradient in float32. On CUDA Triton folds a tile in
+  registers; here torch ops do it (as trl's own CPU path does), so the tiles are made small
+  (in the engine too) to keep their float32 temporaries out of the comparison."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+import json
+
+import pytest
+
+from calculator.models import catalog
+from calculator.models.seam import resolve_config
+from calculator.training import TrainingSetup, activation_model, traits_from_config, training_memory
+from tests.conftest import CONFIGS
+
+BATCH, SEQUENCE, VOCAB = 4, 256, 8000
+TOKEN_TILE, VOCAB_TILE = 128, 512  # small tiles for the CPU (trl: 4,096 x 32,768)
+
+
+# By hand ---------------------------------------------------------------------------------------
+
+def test_what_each_loss_holds_for_llama_3_8b_by_hand():
+    """Llama 3 8B, LoRA under bf16 autocast, 8 sequences of 4,096 tokens: N = 32,768 tokens,
+    h = 4,096, V = 128,256. The labels are 8N bytes in every case.
+    full: 4NV of float32 log-probabilities kept, 8NV of gradients as the backward starts.
+    chunked: the same 4NV kept, one eighth of the 8NV at a time.
+    fused: a copy of the head's input in the model's dtype (2Nh) and two float32 numbers per
+    token kept; a 4,096 x 32,768 tile in bfloat16, the float32 gradient of the head's input
+    (4Nh) and its bfloat16 cast (2Nh) in the backward."""
+    key = "llama-3-8b"
+    summary, spec, traits = catalog.stored_summary(key), catalog.stored_spec(key), traits_from_config(catalog.config(key))
+    n, h, v = 8 * 4096, 4096, 128_256
+    assert (spec.hidden, spec.vocab) == (h, v)
+    setup = TrainingSetup(method="lora", precision="bf16-autocast", micro_batch=8, sequence=4096, checkpointing="full")
+
+    def held(loss: str) -> int:
+        return activation_model(summary, spec, traits, replace(setup, loss=loss)).loss_held
+
+    assert held("full") == 4 * n * v + 8 * n * v + 8 * n == 50_432_573_440  # 46.97 GiB
+    assert held("chunked") == 4 * n * v + n * v + 8 * n == 21_013_725_184  # 19.57 GiB
+    assert held("fused") == 2 * n * h + 8 * n + 8 * n + 2 * 4096 * 32768 + 4 * n * h + 2 * n * h == 1_342_701_568
+    assert setup.loss == "full"  # the default stays what the Trainer runs
+
+
+def test_the_fused_head_of_full_fine_tuning_adds_the_float32_gradient_of_its_weight():
+    """Full fine-tuning trains the head: trl's backward accumulates its gradient in float32
+    (4Vh) before casting it; LoRA leaves the head frozen."""
+    key = "llama-3-8b"
+    summary, spec, traits = catalog.stored_summary(key), catalog.stored_spec(key), traits_from_config(catalog.config(key))
+    lora = TrainingSetup(method="lora", precision="bf16-autocast", loss="fused")
+    full = TrainingSetup(method="full", precision="bf16-autocast", loss="fused")
+    lora_held = activation_model(summary, spec, traits, lora).loss_held
+    full_held = activation_model(summary, spec, traits, full).loss_held
+    assert full_held - lora_held == 4 * 128_256 * 4096
+
+
+# On the CPU ------------------------------------------------------------------------------------
+
+def small_llama() -> dict:
+    config = json.loads((CONFIGS / "tiny-llama.json").read_text())
+    config.update(hidden_size=256, intermediate_size=704, num_attention_heads=8, num_key_value_heads=4,
+                  num_hidden_layers=4, vocab_size=VOCAB)
+    return config
+
+
+def chunked_loss(model, ids):
+    """torchtune's CEWithChunkedOutputLoss(num_output_chunks=8) as its recipe calls it."""
+    import torch
+    import torch.nn.functional as F
+
+    base = model.base_model.model
+    hidden = base.model(input_ids=ids).last_hidden_state
+    logits = [base.lm_head(chunk) for chunk in hidden.tensor_split(8, dim=1)]
+    labels = torch.hstack((ids[..., 1:], torch.full((ids.shape[0], 1), -100)))  # the recipe's shift
+    total = (labels != -100).sum()
+    chunks = [chunk.reshape(-1) for chunk in labels.tensor_split(8, dim=1)]
+    loss = 0.0
+    for logit, label in zip(logits, chunks):
+        loss = loss + F.cross_entropy(logit.reshape(-1, logit.size(-1)).float(), label, ignore_index=-100,
+                                      reduction="sum")
+    del logits
+    return loss / total
+
+
+def fused_loss(model, ids):
+    """trl 1.16's fused LM head (CPU path: every position scored, masked ones zeroed)."""
+    base = model.base_model.model
+    hidden = base.model(input_ids=ids).last_hidden_state[:, :-1]
+    labels = ids[:, 1:]
+    mask = labels != -100
+    log_probs = _tiled_log_prob_class().apply(hidden.reshape(-1, hidden.size(-1)), base.lm_head.weight,
+                                    labels.clamp(min=0).reshape(-1))
+    log_probs = log_probs.view(mask.shape).masked_fill(~mask, 0)
+    return -log_probs.sum() / mask.sum().clamp(min=1)
+
+
+@cache
+def _tiled_log_prob_class():
+    import torch
+
+    class TiledLogProb(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, hidden, weight, targets):
+            n, vocab = hidden.shape[0], weight.shape[0]
+            dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hidden.dtype
+            running_max = torch.full((n,), float("-inf"))
+            sum_exp = torch.zeros(n)
+            target_logit = torch.zeros(n)
+            buffer = torch.empty((min(n, TOKEN_TILE), VOCAB_TILE), dtype=dtype)
+            for t0 in range(0, n, TOKEN_TILE):
+                rows = slice(t0, min(t0 + TOKEN_TILE, n))
+                chunk = hidden[rows].to(dtype)
+                for v0 in range(0, vocab, VOCAB_TILE):
+                    v1 = min(v0 + VOCAB_TILE, vocab)
+                    tile = buffer[: chunk.shape[0], : v1 - v0]
+                    torch.mm(chunk, weight[v0:v1].to(dtype).t(), out=tile)
+                    z = tile.float()
+                    new_max = torch.maximum(running_max[rows], z.amax(-1))
+                    sum_exp[rows] = sum_exp[rows] * torch.exp(running_max[rows] - new_max) + \
+                        torch.exp(z - new_max.unsqueeze(-1)).sum(-1)
+                    running_max[rows] = new_max
+                    local = targets[rows] - v0
+                    inside = (local >= 0) & (local < v1 - v0)
+                    picked = z.gather(-1, local.clamp(0, v1 - v0 - 1).unsqueeze(-1)).squeeze(-1)
+                    target_logit[rows] = torch.where(inside, picked, target_logit[rows])
+            log_z = running_max + torch.log(sum_exp)
+            ctx.save_for_backward(hidden, weight, targets, log_z)
+            ctx.dtype = dtype
+            return target_logit - log_z
+
+        @staticmethod
+        def backward(ctx, grad_log_probs):
+            hidden, weight, targets, log_z = ctx.saved_tensors
+            n, vocab, dtype = hidden.shape[0], weight.shape[0], ctx.dtype
+            grad_hidden = torch.zeros(hidden.shape, dtype=torch.float32)
+            buffer = torch.empty((min(n, TOKEN_TILE), VOCAB_TILE), dtype=dtype)
+            grad_log_probs = grad_log_probs.float().contiguous()
+            for t0 in range(0, n, TOKEN_TILE):
+                rows = slice(t0, min(t0 + TOKEN_TILE, n))
+                chunk = hidden[rows].to(dtype)
+                for v0 in range(0, vocab, VOCAB_TILE):
+                    v1 = min(v0 + VOCAB_TILE, vocab)
+                    w = weight[v0:v1].to(dtype)
+                    tile = buffer[: chunk.shape[0], : v1 - v0]
+                    torch.mm(chunk, w.t(), out=tile)
+                    p = torch.exp(tile.float() - log_z[rows].unsqueeze(-1))
+                    target = torch.arange(v0, v1) == targets[rows].unsqueeze(-1)
+                    tile.copy_(grad_log_probs[rows].unsqueeze(-1) * (target.float() - p))
+                    del p, target
+                    grad_hidden[rows].addmm_(tile.float(), w.float())
+            return grad_hidden.to(hidden.dtype), None, None
+
+    return TiledLogProb
+
+
+def transformers_loss(model, ids):
+    outputs = model(input_ids=ids, labels=ids)
+    loss = outputs.loss
+    del outputs
+    return loss
+
+
+LOOPS = {"full": transformers_loss, "chunked": chunked_loss, "fused": fused_loss}
+
+
+def measured_peak(build, loss_of) -> int:
+    """Peak live bytes of the second of two steps (forward under bf16 autocast, backward,
+    AdamW, zero_grad), everything built inside the meter."""
+    import torch
+
+    from bench.measure import LiveBytes
+
+    with LiveBytes() as meter:
+        model = build()
+        model.train()
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, foreach=False)
+        generator = torch.Generator().manual_seed(1)
+        for _ in range(2):
+            ids = torch.randint(0, VOCAB, (BATCH, SEQUENCE), generator=generator)
+            meter.peak = meter.current
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_of(model, ids)
+            loss.backward()
+            del loss
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return meter.peak
+
+
+def predicted(config: dict, loss: str) -> int:
+    model = resolve_config(config, "small")
+    setup = TrainingSetup(method="lora", precision="bf16-autocast", micro_batch=BATCH, sequence=SEQUENCE,
+                          optimizer_impl="for-loop", device="cpu", loss=loss)
+    return training_memory(model.summary, model.spec, setup, traits=model.traits).total_bytes
+
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    import calculator.training.activations as activations
+
+    monkeypatch.setattr(activations, "FUSED_TOKEN_TILE", TOKEN_TILE)
+    monkeypatch.setattr(activations, "FUSED_VOCAB_TILE", VOCAB_TILE)
+
+
+@pytest.mark.parametrize("loss", list(LOOPS))
+def test_each_loss_on_a_real_lora_step(loss, small_tiles):
+    """A bfloat16 Llama with peft's float32 LoRA adapters (all-linear), one step under bf16
+    autocast, the loss computed the three ways: the engine within 2% of each, and each one
+    apart from the others by more than that (a loss priced like another fails)."""
+    import peft
+
+    from bench.measure import random_model
+
+    config = small_llama()
+
+    def build():
+        model = random_model(config, "bfloat16", "sdpa", "cpu")
+        lora = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")
+        return peft.get_peft_model(model, lora)
+
+    measured = measured_peak(build, LOOPS[loss])
+    expected = {name: predicted(config, name) for name in LOOPS}
+    assert expected[loss] / measured - 1 == pytest.approx(0, abs=0.02)
+    others = [value for name, value in expected.items() if name != loss]
+    assert all(abs(value / measured - 1) > 0.05 for value in others), (measured, expected)
