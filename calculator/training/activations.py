@@ -178,7 +178,8 @@ def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int,
     loss's backward holds at its start (`loss`: setup.LOSSES).
     full: float32 log-probabilities of every token kept, then their gradient and the
     log-softmax's (2 x 4 bytes per token and vocabulary entry). chunked (torchtune): the same
-    log-probabilities, chunk after chunk, and one chunk's gradients at a time. fused (trl,
+    log-probabilities, chunk after chunk, next to the 16-bit logits until the loss is computed,
+    and one chunk's gradients at a time in the backward. fused (trl,
     Liger): no logits at all; the head's input kept, and one tile of logits in the products'
     dtype with the float32 gradient of the head's input in the backward."""
     head = _norm_tensors(dims, adapted, "final norm", "head", "head", 1)
@@ -190,9 +191,14 @@ def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int,
     if loss == "fused":
         return _fused_head(dims, head) + [labels], _fused_backward(dims, vocab, adapted)
     kept = math.ceil(4 * dims.tokens * vocab / tensor)  # vocabulary-parallel loss with tensor parallelism
-    chunks = LOSS_CHUNKS if loss == "chunked" else 1
     head.append(Saved("loss: float32 log-probabilities", kept, "loss", "head", tensor_parallel=False))
-    return head + [labels], math.ceil(2 * kept / chunks)  # the loss's gradient, then the log-softmax's
+    if loss == "chunked":
+        # The recipe drops its 16-bit logits only once the loss is computed: at the end of the
+        # forward they sit next to every chunk's log-probabilities and the last chunk's upcast,
+        # more than one chunk's gradients at the start of the backward.
+        logits = math.ceil(dims.act_bytes * dims.tokens * vocab / tensor)
+        return head + [labels], max(math.ceil(2 * kept / LOSS_CHUNKS), logits + math.ceil(kept / LOSS_CHUNKS))
+    return head + [labels], 2 * kept  # the loss's gradient, then the log-softmax's
 
 
 def _fused_head(dims: _Dims, head: list[Saved]) -> list[Saved]:
