@@ -241,3 +241,20 @@ def test_each_loss_on_a_real_lora_step(loss, small_tiles):
     assert expected[loss] / measured - 1 == pytest.approx(0, abs=0.02)
     others = [value for name, value in expected.items() if name != loss]
     assert all(abs(value / measured - 1) > 0.05 for value in others), (measured, expected)
+
+
+# The command ------------------------------------------------------------------------------------
+
+def test_train_loss_flag_reaches_the_json():
+    """`train --loss`: the setup's loss in the JSON and what the loss holds, by hand for
+    Llama 3 8B, LoRA, 4 x 2,048 tokens (N = 8,192): full 12NV + 8N; fused, 2Nh + 16N, a
+    4,096 x 32,768 bfloat16 tile, 4Nh + 2Nh. Without the flag, the Trainer's full loss."""
+    from tests.test_cli import cli
+
+    n, h, v = 4 * 2048, 4096, 128_256
+    default = json.loads(cli("train", "llama-3-8b", "--json").stdout)
+    fused = json.loads(cli("train", "llama-3-8b", "--loss", "fused", "--json").stdout)
+    assert default["setup"]["loss"] == "full" and fused["setup"]["loss"] == "fused"
+    assert default["loss_held_bytes"] == 12 * n * v + 8 * n
+    assert fused["loss_held_bytes"] == 2 * n * h + 16 * n + 2 * 4096 * 32768 + 6 * n * h
+    assert fused["total_bytes"] < default["total_bytes"]
