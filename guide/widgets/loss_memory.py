@@ -58,7 +58,7 @@ def render(ctx: Context) -> None:
 WIDGET = Widget(
     name="loss-memory",
     render=render,
-    params=(Param("lv_loss", "fused", "choice"), Param("lv_model", "meta-llama/Llama-3.1-8B", "choice"),
-            gpu_param("lv_gpu", "NVIDIA A100 80GB SXM"), Param("lv_method", "qlora", "choice"),
+    params=(Param("lv_loss", "fused", "choice"), Param("lv_model", "Qwen/Qwen2.5-7B", "choice"),
+            gpu_param("lv_gpu", "NVIDIA H100 SXM"), Param("lv_method", "qlora", "choice"),
             Param("lv_batch", "8", "int"), Param("lv_sequence", "4096", "int")),
 )
