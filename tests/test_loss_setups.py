@@ -263,3 +263,25 @@ def test_train_loss_flag_reaches_the_json():
     assert default["loss_held_bytes"] == 12 * n * v + 8 * n
     assert fused["loss_held_bytes"] == 2 * n * h + 16 * n + 2 * 4096 * 32768 + 6 * n * h
     assert fused["total_bytes"] < default["total_bytes"]
+
+
+# The page ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_loss_calculator_answers_as_the_command(lang):
+    """fine-tuning#large-vocabulary with the fused loss picked: its answer is `train --loss
+    fused`'s, word for word, and its metrics are the command's figures."""
+    from calculator.core.messages import text
+    from guide.format import format_bytes
+    from tests.apptest import open_page
+    from tests.test_answers_chapters import CASE, check_same_as_cli, metric, plain, section_answer
+    from tests.test_cli import cli
+
+    at = open_page("fine-tuning", lang, **CASE, lv_loss="fused")
+    assert not at.exception
+    answer = section_answer(at, "large-vocabulary")
+    assert "--loss fused" in answer
+    verdict = check_same_as_cli(answer, lang)
+    assert f"**{plain(metric(at, text('training.column_peak', lang)))}**" in verdict
+    held = json.loads(cli("train", "llama-3-8b", "--gpu", "rtx4090", "--loss", "fused", "--json").stdout)
+    assert plain(metric(at, text("loss_memory.held", lang))) == plain(format_bytes(held["loss_held_bytes"], lang))
