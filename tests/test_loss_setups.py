@@ -285,3 +285,78 @@ def test_the_loss_calculator_answers_as_the_command(lang):
     assert f"**{plain(metric(at, text('training.column_peak', lang)))}**" in verdict
     held = json.loads(cli("train", "llama-3-8b", "--gpu", "rtx4090", "--loss", "fused", "--json").stdout)
     assert plain(metric(at, text("loss_memory.held", lang))) == plain(format_bytes(held["loss_held_bytes"], lang))
+
+
+# Where the peak comes, and what trl refuses --------------------------------------------------------
+
+def test_the_chunked_loss_peaks_at_the_end_of_the_forward():
+    """Llama 3 8B, LoRA, 8 x 4,096 tokens (N = 32,768, V = 128,256): the chunked loss adds its
+    16-bit logits and the last chunk's upcast at the end of the forward (2NV + 4NV/8 = 2.5NV),
+    more than one chunk's float32 gradients at the backward's start (2 x 4NV/8 = NV): the peak
+    moment says so; the full loss's gradients (8NV) still peak at the backward's start."""
+    key = "llama-3-8b"
+    summary, spec, traits = catalog.stored_summary(key), catalog.stored_spec(key), traits_from_config(catalog.config(key))
+    n, v = 8 * 4096, 128_256
+    setup = TrainingSetup(method="lora", precision="bf16-autocast", micro_batch=8, sequence=4096, checkpointing="full")
+    chunked = activation_model(summary, spec, traits, replace(setup, loss="chunked"))
+    assert (chunked.loss_forward, chunked.logits_gradient) == (2 * n * v + 4 * n * v // 8, 2 * 4 * n * v // 8)
+    moment = {loss: training_memory(summary, spec, replace(setup, loss=loss), traits=traits).peak_moment
+              for loss in ("full", "chunked")}
+    assert moment == {"full": "loss", "chunked": "end of the forward (loss)"}
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_command_says_where_the_chunked_loss_peaks(lang):
+    from calculator.core.messages import text
+    from tests.test_cli import cli
+
+    out = cli("train", "llama-3-8b", "--loss", "chunked", "--batch", "8", "--sequence", "4096").stdout
+    assert "The peak comes at the end of the forward (loss)" in out
+    assert text("training.moment_end_of_the_forward_loss", lang)  # the page's words exist in both languages
+
+
+def test_the_fused_loss_refuses_an_adapter_on_the_head():
+    """trl's SFTTrainer refuses LoRA on lm_head with its fused head (it reads the head's weight
+    itself, which would skip the adapter): so does the engine; other losses and all-linear (peft
+    leaves the head out) pass."""
+    from calculator.core.errors import CalculatorError
+
+    key = "llama-3-8b"
+    summary, spec, traits = catalog.stored_summary(key), catalog.stored_spec(key), traits_from_config(catalog.config(key))
+    setup = TrainingSetup(method="lora", precision="bf16-autocast", lora_targets="q_proj,lm_head", loss="fused")
+    with pytest.raises(CalculatorError) as refused:
+        training_memory(summary, spec, setup, traits=traits)
+    assert refused.value.code == "fused_loss_head_adapter"
+    for allowed in (replace(setup, loss="chunked"), replace(setup, lora_targets="all-linear"),
+                    replace(setup, method="full")):
+        assert training_memory(summary, spec, allowed, traits=traits).total_bytes > 0
+
+
+def test_train_refuses_the_fused_loss_with_an_adapter_on_the_head_in_one_line():
+    from calculator.core.messages import text
+    from tests.test_cli import cli
+
+    result = cli("train", "llama-3-8b", "--loss", "fused", "--lora-targets", "q_proj,lm_head")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [f"error: {text('error.fused_loss_head_adapter', 'en', name='lm_head')}"]
+    assert cli("train", "llama-3-8b", "--loss", "chunked", "--lora-targets", "q_proj,lm_head").returncode == 0
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_loss_calculator_shows_the_refusal(lang):
+    """fine-tuning#large-vocabulary, fused loss, LoRA on q_proj and lm_head: the page says the
+    engine's refusal in the reader's language; with the chunked loss it answers, and says the
+    peak comes at the end of the forward (`train` says so for this step: 23.51 GiB there)."""
+    from calculator.core.messages import text
+    from tests.apptest import open_page
+    from tests.test_answers_chapters import CASE
+
+    from guide.format import escape_markdown
+
+    refusal = text("error.fused_loss_head_adapter", lang, name=escape_markdown("lm_head", 40))  # as typed, escaped
+    at = open_page("fine-tuning", lang, **{**CASE, "method": "lora"}, lv_loss="fused", lv_targets="q_proj,lm_head")
+    assert not at.exception
+    assert any(refusal in e.value for e in at.error)
+    at = open_page("fine-tuning", lang, **{**CASE, "method": "lora"}, lv_loss="chunked", lv_targets="q_proj,lm_head")
+    assert not at.exception and not any(refusal in e.value for e in at.error)
+    assert any(text("training.moment_end_of_the_forward_loss", lang) in c.value for c in at.caption)

@@ -41,6 +41,7 @@ class ActivationModel:
     moments: tuple[Moment, ...]
     norm_flow: int  # gradients in flight inside a norm's backward (the final norm's too)
     logits_gradient: int  # float32 gradients of the logits at the start of the backward
+    loss_forward: int  # what the loss adds beside what it keeps at the end of the forward (chunked: the logits)
     residual_gradient: int  # the residual stream's gradient, alive through every layer
     layer_input: int  # what full checkpointing keeps per layer
     weight_copies_per_layer: int  # autocast's 16-bit copies of the weights (amp only)
@@ -91,9 +92,9 @@ class ActivationModel:
 
     @property
     def loss_held(self) -> int:
-        """What the loss holds at the start of the backward: what it kept (labels included)
-        and its backward's gradients or tiles (setup.loss decides which)."""
-        return self.loss_saved + self.labels_saved + self.logits_gradient
+        """The most the loss holds: what it kept (labels included) and, whichever is larger,
+        its backward's gradients or tiles or what its forward adds at its end (setup.loss)."""
+        return self.loss_saved + self.labels_saved + max(self.logits_gradient, self.loss_forward)
 
 
 def _readers(summary: ModelSummary, spec: ArchSpec) -> tuple[int, int]:
@@ -140,7 +141,7 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     block = tuple(_split(x, tensor, sequence_parallel) for x in block)
 
     embedding = _embedding_tensors(dims, traits, adapted, setup.device)
-    head, logits_gradient = _head_tensors(dims, spec, adapted, tensor, setup.loss)
+    head, logits_gradient, loss_forward = _head_tensors(dims, spec, adapted, tensor, setup.loss)
     head = tuple(_split(x, tensor, sequence_parallel) for x in head)
 
     moments, norm_flow = _layer_moments(summary, spec, traits, dims, adapted, block, tensor, sequence_parallel)
@@ -154,7 +155,7 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     residual = _shard(dims.residual_bytes * dims.hidden_states, tensor, sequence_parallel)
     return ActivationModel(
         layer=block, embedding=embedding, head=head, moments=moments, norm_flow=norm_flow,
-        logits_gradient=logits_gradient, residual_gradient=residual, layer_input=residual,
+        logits_gradient=logits_gradient, loss_forward=loss_forward, residual_gradient=residual, layer_input=residual,
         weight_copies_per_layer=copies, head_weight_copy=head_copy,
         first_layer_saving=_first_layer_saving(block, adapted, setup.checkpointing))
 
@@ -173,9 +174,9 @@ def _embedding_tensors(dims: _Dims, traits: ModelTraits, adapted: _Adapted, devi
 
 
 def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int,
-                  loss: str = "full") -> tuple[list[Saved], int]:
+                  loss: str = "full") -> tuple[list[Saved], int, int]:
     """After the last layer: the final norm, what the loss keeps and the labels; and what the
-    loss's backward holds at its start (`loss`: setup.LOSSES).
+    loss's backward holds at its start, and what its forward adds at its end (`loss`: setup.LOSSES).
     full: float32 log-probabilities of every token kept, then their gradient and the
     log-softmax's (2 x 4 bytes per token and vocabulary entry). chunked (torchtune): the same
     log-probabilities, chunk after chunk, next to the 16-bit logits until the loss is computed,
@@ -186,19 +187,19 @@ def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int,
     # a classifier's loss is over a few labels per sequence (or token): nothing worth counting
     vocab = spec.vocab if spec.kind != "vision" and spec.head != "classifier" else 0
     if not vocab:
-        return head, 0
+        return head, 0, 0
     labels = Saved("labels", 8 * dims.tokens, "labels", "head", tensor_parallel=False)
     if loss == "fused":
-        return _fused_head(dims, head) + [labels], _fused_backward(dims, vocab, adapted)
+        return _fused_head(dims, head) + [labels], _fused_backward(dims, vocab, adapted), 0
     kept = math.ceil(4 * dims.tokens * vocab / tensor)  # vocabulary-parallel loss with tensor parallelism
     head.append(Saved("loss: float32 log-probabilities", kept, "loss", "head", tensor_parallel=False))
     if loss == "chunked":
         # The recipe drops its 16-bit logits only once the loss is computed: at the end of the
-        # forward they sit next to every chunk's log-probabilities and the last chunk's upcast,
-        # more than one chunk's gradients at the start of the backward.
+        # forward they sit next to every chunk's log-probabilities and the last chunk's upcast;
+        # the backward then holds one chunk's gradients at a time.
         logits = math.ceil(dims.act_bytes * dims.tokens * vocab / tensor)
-        return head + [labels], max(math.ceil(2 * kept / LOSS_CHUNKS), logits + math.ceil(kept / LOSS_CHUNKS))
-    return head + [labels], 2 * kept  # the loss's gradient, then the log-softmax's
+        return head + [labels], math.ceil(2 * kept / LOSS_CHUNKS), logits + math.ceil(kept / LOSS_CHUNKS)
+    return head + [labels], 2 * kept, 0  # the loss's gradient, then the log-softmax's
 
 
 def _fused_head(dims: _Dims, head: list[Saved]) -> list[Saved]:

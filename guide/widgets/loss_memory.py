@@ -18,8 +18,15 @@ from guide.inputs.training import moment, positions_note, train_answer, training
 
 
 def answers_for(inputs, setup) -> dict:
-    """The engine's answer for each loss, the rest of the step unchanged (pure: no Streamlit)."""
-    return {loss: largest_micro_batch_answer(inputs.model, inputs.card, replace(setup, loss=loss)) for loss in LOSSES}
+    """The engine's answer for each loss, the rest of the step unchanged, or its refusal (a loss
+    that cannot run this setup: trl's fused head with an adapter on the head) (pure: no Streamlit)."""
+    answers = {}
+    for loss in LOSSES:
+        try:
+            answers[loss] = largest_micro_batch_answer(inputs.model, inputs.card, replace(setup, loss=loss))
+        except CalculatorError as error:
+            answers[loss] = error
+    return answers
 
 
 def loss_held(inputs, setup) -> int:
@@ -30,18 +37,22 @@ def loss_held(inputs, setup) -> int:
 
 def render(ctx: Context) -> None:
     lang = ctx.lang
+    c1, c2 = st.columns([1, 2])
     picked = url_choice(ctx, ctx.t("loss_memory.loss"), "lv_loss", LOSSES, lambda loss: ctx.t(f"loss_memory.loss_{loss}"),
-                        help=ctx.t("loss_memory.loss_help"))
+                        help=ctx.t("loss_memory.loss_help"), container=c1)
+    targets = c2.text_input(ctx.t("training.lora_targets"), value="all-linear", max_chars=300, key="lv_targets",
+                            bind="query-params", help=ctx.t("training.lora_targets_help"))
     inputs, setup = training_case(ctx, {"model": "lv_model", "gpu": "lv_gpu", "method": "lv_method",
-                                        "batch": "lv_batch", "sequence": "lv_sequence"}, loss=picked)
+                                        "batch": "lv_batch", "sequence": "lv_sequence"}, loss=picked,
+                                  lora_targets=targets)
     if positions_note(ctx, inputs.model, setup.sequence):
         return
-    try:
-        answers = answers_for(inputs, setup)
-        held = {loss: loss_held(inputs, replace(setup, loss=loss)) for loss in LOSSES}
-    except CalculatorError as error:
-        show_error(ctx, error)
+    answers = answers_for(inputs, setup)
+    if isinstance(answers[picked], CalculatorError):
+        show_error(ctx, answers[picked])
         return
+    answers = {loss: answer for loss, answer in answers.items() if not isinstance(answer, CalculatorError)}
+    held = {loss: loss_held(inputs, replace(setup, loss=loss)) for loss in answers}
     chosen = answers[picked].detail
     m1, m2 = st.columns(2)
     m1.metric(ctx.t("loss_memory.held"), format_bytes(held[picked], lang))
@@ -49,10 +60,11 @@ def render(ctx: Context) -> None:
     rows = [{ctx.t("loss_memory.col_loss"): ctx.t(f"loss_memory.loss_{loss}"),
              ctx.t("loss_memory.held"): format_bytes(held[loss], lang),
              ctx.t("training.column_peak"): format_bytes(answers[loss].detail.total_bytes, lang),
-             ctx.t("lora.col_largest"): answers[loss].figures["largest_micro_batch"]} for loss in LOSSES]
+             ctx.t("lora.col_largest"): answers[loss].figures["largest_micro_batch"]} for loss in answers]
     st.dataframe(rows, hide_index=True)
     st.caption(ctx.t("loss_memory.caption", moment=moment(ctx, chosen), gpu=inputs.card.name))
-    answer_with(ctx, train_answer(inputs, setup, answers[picked], extra=("--loss", picked)))
+    targets_flag = () if setup.method == "full" or targets == "all-linear" else ("--lora-targets", targets)
+    answer_with(ctx, train_answer(inputs, setup, answers[picked], extra=("--loss", picked, *targets_flag)))
 
 
 WIDGET = Widget(
@@ -60,5 +72,6 @@ WIDGET = Widget(
     render=render,
     params=(Param("lv_loss", "fused", "choice"), Param("lv_model", "Qwen/Qwen2.5-7B", "choice"),
             gpu_param("lv_gpu", "NVIDIA H100 SXM"), Param("lv_method", "qlora", "choice"),
+            Param("lv_targets", "q_proj,v_proj", "text"),
             Param("lv_batch", "8", "int"), Param("lv_sequence", "4096", "int")),
 )
