@@ -65,7 +65,7 @@ def register(commands, shared) -> None:
     p.add_argument("--loss", choices=LOSSES, default=chapter.loss,
                    help="full: transformers' loss over float32 logits, the Trainer's (default); fused: the head and "
                         "the loss in tiles that never build the logits (trl's SFTTrainer from 1.7, Liger's "
-                        "use_liger_kernel); chunked: torchtune's CEWithChunkedOutputLoss (8 chunks)")
+                        "use_liger_kernel; refused with a LoRA adapter on the head, as trl refuses it); chunked: torchtune's CEWithChunkedOutputLoss (8 chunks)")
     p.add_argument("--compare-methods", action="store_true",
                    help="full fine-tuning, LoRA and QLoRA side by side, with everything else as given")
 
