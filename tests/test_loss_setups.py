@@ -339,6 +339,9 @@ def test_the_command_says_where_the_chunked_loss_peaks():
 
     out = cli_here("train", "llama-3-8b", "--loss", "chunked", "--batch", "8", "--sequence", "4096").stdout
     assert "The peak comes at the end of the forward (loss)" in out
+    data = json.loads(cli_here("train", "llama-3-8b", "--loss", "chunked", "--batch", "8", "--sequence", "4096",
+                               "--json").stdout)
+    assert data["peak_moment"] == "end of the forward (loss)"
     words = {lang: text("training.moment_end_of_the_forward_loss", lang) for lang in ("en", "fr")}
     assert words["en"].startswith("the end of the forward") and words["fr"].startswith("à la fin de la passe avant")
 
