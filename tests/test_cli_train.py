@@ -63,6 +63,7 @@ def test_train_table_names_its_units():
     ("train", "llama-3-8b", *FULL_MIXED, "--offload-optimizer"),
     ("train", "llama-3-8b", *FULL_MIXED, "--gpu", "no-such-gpu"),
     ("train", "llama-3-8b", *FULL_MIXED, "--tensor", "3", "--gpus", "3"),
+    ("train", "llama-3-8b", "--loss", "liger"),
 ])
 def test_train_bad_input_is_one_line_and_exit_code_2(args):
     out = cli(*args)

@@ -60,7 +60,7 @@ from calculator.training.quantized import (
 )
 from calculator.training.setup import (
     ACCOUNTINGS, ADAPTER_DTYPES, ALL_LINEAR, ATTENTION, AUTOCAST_PRECISIONS, CHECKPOINTING, DEVICES,
-    FINE_TUNING_DEFAULTS, GPUS_PER_NODE,
+    FINE_TUNING_DEFAULTS, FUSED_TOKEN_TILE, FUSED_VOCAB_TILE, GPUS_PER_NODE, LOSS_CHUNKS, LOSSES,
     MAX_BATCH, MAX_GPUS, MAX_RANK, MAX_TOKENS, METHODS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISION_BYTES, PRECISIONS,
     STRATEGIES, ZERO_STAGES, Layout, Precision, TrainingSetup, adapters_in_float32, check_layout, check_setup,
     float32_residual,
@@ -74,7 +74,8 @@ __all__ = [
     "ADAPTER_DTYPES", "AUTOCAST_PRECISIONS", "adapters_in_float32", "float32_residual",
     # setup
     "PRECISIONS", "OPTIMIZERS", "METHODS", "CHECKPOINTING", "ATTENTION", "OPTIMIZER_IMPLS", "DEVICES", "ACCOUNTINGS",
-    "STRATEGIES", "ZERO_STAGES", "ALL_LINEAR", "MAX_TOKENS", "MAX_BATCH", "MAX_GPUS", "MAX_RANK", "GPUS_PER_NODE",
+    "STRATEGIES", "ZERO_STAGES", "ALL_LINEAR", "LOSSES",
+    "FUSED_TOKEN_TILE", "FUSED_VOCAB_TILE", "LOSS_CHUNKS", "MAX_TOKENS", "MAX_BATCH", "MAX_GPUS", "MAX_RANK", "GPUS_PER_NODE",
     "Precision", "PRECISION_BYTES", "TrainingSetup", "FINE_TUNING_DEFAULTS", "Layout", "check_setup", "check_layout",
     # tensors
     "BNB_BLOCK", "BNB_MIN_8BIT", "BNB_QMAPS_BYTES", "NAME_ROLES", "linear_role", "TensorGroup", "full_tensors",

@@ -14,7 +14,7 @@ from calculator.training.layer_tensors import (
     LAYER_GROUPS, NORM_ROLES, Saved, _adapted, _Adapted, _adapter_tensors, _attention_tensors, _Dims, _dims,
     _dropout_tensors, _feed_forward_tensors, _norm_tensors,
 )
-from calculator.training.setup import TrainingSetup, _layer_count
+from calculator.training.setup import FUSED_TOKEN_TILE, FUSED_VOCAB_TILE, LOSS_CHUNKS, TrainingSetup, _layer_count
 from calculator.training.tensors import linear_role
 
 # Activations -------------------------------------------------------------------------------
@@ -41,6 +41,7 @@ class ActivationModel:
     moments: tuple[Moment, ...]
     norm_flow: int  # gradients in flight inside a norm's backward (the final norm's too)
     logits_gradient: int  # float32 gradients of the logits at the start of the backward
+    loss_forward: int  # what the loss adds beside what it keeps at the end of the forward (chunked: the logits)
     residual_gradient: int  # the residual stream's gradient, alive through every layer
     layer_input: int  # what full checkpointing keeps per layer
     weight_copies_per_layer: int  # autocast's 16-bit copies of the weights (amp only)
@@ -89,6 +90,12 @@ class ActivationModel:
     def labels_saved(self) -> int:
         return sum(s.bytes for s in self.head if s.role == "labels")
 
+    @property
+    def loss_held(self) -> int:
+        """The most the loss holds: what it kept (labels included) and, whichever is larger,
+        its backward's gradients or tiles or what its forward adds at its end (setup.loss)."""
+        return self.loss_saved + self.labels_saved + max(self.logits_gradient, self.loss_forward)
+
 
 def _readers(summary: ModelSummary, spec: ArchSpec) -> tuple[int, int]:
     """How many matrices of a layer read its attention input and its MLP input (autocast
@@ -134,7 +141,7 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
     block = tuple(_split(x, tensor, sequence_parallel) for x in block)
 
     embedding = _embedding_tensors(dims, traits, adapted, setup.device)
-    head, logits_gradient = _head_tensors(dims, spec, adapted, tensor)
+    head, logits_gradient, loss_forward = _head_tensors(dims, spec, adapted, tensor, setup.loss)
     head = tuple(_split(x, tensor, sequence_parallel) for x in head)
 
     moments, norm_flow = _layer_moments(summary, spec, traits, dims, adapted, block, tensor, sequence_parallel)
@@ -143,11 +150,12 @@ def activation_model(summary: ModelSummary, spec: ArchSpec, traits: ModelTraits,
         matrices = sum(m.parameters for m in summary.linears if m.kind in ("linear", "experts"))
         copies = math.ceil(2 * matrices / layers / tensor)
         head_matrix = sum(m.parameters for m in summary.linears if m.kind in ("head", "tied-head"))
-        head_copy = math.ceil(2 * head_matrix / tensor)
+        # the fused head casts its weight tile by tile instead (no cached copy)
+        head_copy = 0 if setup.loss == "fused" else math.ceil(2 * head_matrix / tensor)
     residual = _shard(dims.residual_bytes * dims.hidden_states, tensor, sequence_parallel)
     return ActivationModel(
         layer=block, embedding=embedding, head=head, moments=moments, norm_flow=norm_flow,
-        logits_gradient=logits_gradient, residual_gradient=residual, layer_input=residual,
+        logits_gradient=logits_gradient, loss_forward=loss_forward, residual_gradient=residual, layer_input=residual,
         weight_copies_per_layer=copies, head_weight_copy=head_copy,
         first_layer_saving=_first_layer_saving(block, adapted, setup.checkpointing))
 
@@ -165,19 +173,56 @@ def _embedding_tensors(dims: _Dims, traits: ModelTraits, adapted: _Adapted, devi
     return tuple(embedding)
 
 
-def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int) -> tuple[list[Saved], int]:
-    """After the last layer: the final norm, the loss's float32 log-probabilities and the
-    labels; and the float32 gradients of the logits at the start of the backward."""
+def _head_tensors(dims: _Dims, spec: ArchSpec, adapted: _Adapted, tensor: int,
+                  loss: str = "full") -> tuple[list[Saved], int, int]:
+    """After the last layer: the final norm, what the loss keeps and the labels; and what the
+    loss's backward holds at its start, and what its forward adds at its end (`loss`: setup.LOSSES).
+    full: float32 log-probabilities of every token kept, then their gradient and the
+    log-softmax's (2 x 4 bytes per token and vocabulary entry). chunked (torchtune): the same
+    log-probabilities, chunk after chunk, next to the 16-bit logits until the loss is computed,
+    and one chunk's gradients at a time in the backward. fused (trl,
+    Liger): no logits at all; the head's input kept, and one tile of logits in the products'
+    dtype with the float32 gradient of the head's input in the backward."""
     head = _norm_tensors(dims, adapted, "final norm", "head", "head", 1)
     # a classifier's loss is over a few labels per sequence (or token): nothing worth counting
     vocab = spec.vocab if spec.kind != "vision" and spec.head != "classifier" else 0
-    logits_gradient = 0
-    if vocab:
-        loss = math.ceil(4 * dims.tokens * vocab / tensor)  # vocabulary-parallel loss with tensor parallelism
-        logits_gradient = 2 * loss  # the loss's gradient, then the log-softmax's
-        head.append(Saved("loss: float32 log-probabilities", loss, "loss", "head", tensor_parallel=False))
-        head.append(Saved("labels", 8 * dims.tokens, "labels", "head", tensor_parallel=False))
-    return head, logits_gradient
+    if not vocab:
+        return head, 0, 0
+    labels = Saved("labels", 8 * dims.tokens, "labels", "head", tensor_parallel=False)
+    if loss == "fused":
+        return _fused_head(dims, head) + [labels], _fused_backward(dims, vocab, adapted), 0
+    kept = math.ceil(4 * dims.tokens * vocab / tensor)  # vocabulary-parallel loss with tensor parallelism
+    head.append(Saved("loss: float32 log-probabilities", kept, "loss", "head", tensor_parallel=False))
+    if loss == "chunked":
+        # The recipe drops its 16-bit logits only once the loss is computed: at the end of the
+        # forward they sit next to every chunk's log-probabilities and the last chunk's upcast;
+        # the backward then holds one chunk's gradients at a time.
+        logits = math.ceil(dims.act_bytes * dims.tokens * vocab / tensor)
+        return head + [labels], math.ceil(2 * kept / LOSS_CHUNKS), logits + math.ceil(kept / LOSS_CHUNKS)
+    return head + [labels], 2 * kept, 0  # the loss's gradient, then the log-softmax's
+
+
+def _fused_head(dims: _Dims, head: list[Saved]) -> list[Saved]:
+    """trl's fused LM head keeps a copy of the head's input (the tokens with a label, in the
+    final norm's dtype) and two float32 numbers per token (log-sum-exp, entropy); the head's own
+    linear never runs, so nothing keeps a copy of its input for it."""
+    kept = [s for s in head if s.role != "norm_output"]
+    kept.append(Saved("fused head: its input", dims.residual_bytes * dims.hidden_states, "loss", "head",
+                      tensor_parallel=False))
+    kept.append(Saved("fused head: log-sum-exp and entropy", 8 * dims.tokens, "loss", "head", tensor_parallel=False))
+    return kept
+
+
+def _fused_backward(dims: _Dims, vocab: int, adapted: _Adapted) -> int:
+    """The fused head's backward (trl/kernels/chunked_logprob.py, backward): one tile of
+    recomputed logits in the products' dtype, the head input's gradient accumulated in
+    float32 (and its cast back), the float32 gradient of the head's weight when it trains."""
+    tile_tokens = min(dims.tokens, FUSED_TOKEN_TILE)
+    tile = dims.act_bytes * tile_tokens * min(vocab, FUSED_VOCAB_TILE)
+    cast_input = dims.act_bytes * tile_tokens * dims.hidden if dims.residual_bytes != dims.act_bytes else 0
+    gradient = 4 * dims.hidden_states + (dims.residual_bytes * dims.hidden_states if dims.residual_bytes != 4 else 0)
+    weight_gradient = 4 * vocab * dims.hidden if adapted.full else 0
+    return tile + cast_input + gradient + weight_gradient
 
 
 def _mlp_backward(dims: _Dims, spec: ArchSpec, adapted: _Adapted) -> tuple[int, int]:

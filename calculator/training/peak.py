@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 import math
 
+from calculator.core.errors import CalculatorError
 from calculator.core.memo import FrozenDict, kept_by_inputs
 from calculator.models.architecture import ArchSpec
 from calculator.models.families import ModelTraits, traits_from_config
@@ -107,7 +108,7 @@ class TrainingMemory:
     temporary_bytes: int  # in flight at the peak
     total_bytes: int
     peak_phase: str  # forward-backward or optimizer-step
-    peak_moment: str  # loss (start of the backward), last layer, first layer, optimizer step
+    peak_moment: str  # loss (start of the backward), end of the forward (loss), last layer, first layer, optimizer step
     forward_backward_bytes: int
     optimizer_step_bytes: int
     cpu_bytes: int  # offloaded to the host, this GPU's share
@@ -165,10 +166,22 @@ def training_memory(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup 
     GPU, and what each component takes."""
     check_setup(setup)
     check_layout(layout, spec)
+    check_fused_head(summary, setup)
     traits = traits or model_traits_default(summary)
     results = [_stage_memory(summary, spec, setup, layout, traits, stage)
                for stage in _distinct_stages(_stages(summary, spec, layout.pipeline))]
     return max(results, key=lambda r: r.total_bytes)
+
+
+def check_fused_head(summary: ModelSummary, setup: TrainingSetup) -> None:
+    """trl's fused head reads the head's weight itself, which would skip an adapter on it: its
+    SFTTrainer refuses LoRA on lm_head with that loss (trl 1.16, sft_trainer.py:1066; 1.10's
+    chunked_nll the same way), and so does the calculator."""
+    if setup.loss != "fused" or setup.method == "full":
+        return
+    heads = [m.name for m in lora_modules(summary, setup.lora_targets) if m.kind in ("head", "tied-head")]
+    if heads:
+        raise CalculatorError("fused_loss_head_adapter", name=heads[0][:40])
 
 
 def _distinct_stages(stages: list[_Stage]) -> list[_Stage]:
@@ -282,6 +295,8 @@ def _backward_moments(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetu
     moments = {}
     if stage.back and model.logits_gradient:
         moments["loss"] = (activations, model.logits_gradient, 0)
+    if stage.back and model.loss_forward:  # torchtune's chunked loss: its 16-bit logits, before the backward
+        moments["end of the forward (loss)"] = (activations, model.loss_forward, 0)
     if setup.checkpointing == "full" and setup.method == "full" and model.weight_copies_per_layer:
         # autocast caches the 16-bit copy of every weight that requires a gradient until its
         # context exits at the end of the forward (frozen LoRA bases are cast again at each use);

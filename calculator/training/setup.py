@@ -24,6 +24,19 @@ ACCOUNTINGS = ("paper", "deepspeed")
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "tensor", "pipeline", "tensor-pipeline")
 ZERO_STAGES = (0, 1, 2, 3)
 ALL_LINEAR = "all-linear"
+# How the loss meets the output head. full: transformers' own loss (ForCausalLMLoss upcasts the
+#   whole logits to float32), what the Trainer runs. fused: the head and the loss in tiles that
+#   never build the logits: trl's SFTTrainer (default from trl 1.7; 1.16's fused LM head,
+#   trl/kernels/chunked_logprob.py) and Liger's fused linear cross-entropy (use_liger_kernel).
+#   chunked: torchtune's CEWithChunkedOutputLoss, the logits in 8 chunks along the sequence,
+#   each upcast to float32 on its own (eager; torch.compile can save less).
+LOSSES = ("full", "chunked", "fused")
+# trl 1.16, trl/kernels/chunked_logprob.py:31 (tokens per tile) and trl/trainer/utils.py:1506
+# (vocabulary per tile): one tile in the products' dtype, reused through the forward and the backward.
+FUSED_TOKEN_TILE = 4096
+FUSED_VOCAB_TILE = 32768
+# torchtune's CEWithChunkedOutputLoss(num_output_chunks=8), its recipes' setting.
+LOSS_CHUNKS = 8
 
 MAX_TOKENS = limits.high("sequence")
 MAX_BATCH = limits.high("micro_batch")
@@ -90,6 +103,8 @@ class TrainingSetup:
     # default since 2.0); False: torch 1.x's default, which zeroes them in place, so every
     # gradient stays allocated through the next forward and backward.
     grads_set_to_none: bool = True
+    loss: str = "full"  # LOSSES
+
 
     @property
     def sequences_per_step(self) -> int:
@@ -148,6 +163,7 @@ def check_setup(setup: TrainingSetup) -> None:
     _choice("optimizer implementation", setup.optimizer_impl, OPTIMIZER_IMPLS)
     _choice("device", setup.device, DEVICES)
     _choice("adapter dtype", setup.adapter_dtype, ADAPTER_DTYPES)
+    _choice("loss", setup.loss, LOSSES)
     limits.check("micro_batch", setup.micro_batch)
     limits.check("sequence", setup.sequence)
     limits.check("gradient_accumulation", setup.gradient_accumulation)

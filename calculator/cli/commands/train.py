@@ -17,9 +17,14 @@ COMPONENT_NAMES = {"weights": "weights", "master": "float32 master copy", "gradi
                    "temporary": "temporaries"}
 
 
+# What the loss keeps for the backward, by --loss.
+LOSS_KEEPS = {"full": "float32 log-probabilities", "chunked": "float32 log-probabilities, chunk by chunk",
+              "fused": "the head's input: no logits"}
+
+
 def register(commands, shared) -> None:
-    from calculator.training import (ACCOUNTINGS, ADAPTER_DTYPES, ATTENTION, CHECKPOINTING, FINE_TUNING_DEFAULTS, METHODS,
-                            OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS)
+    from calculator.training import (ACCOUNTINGS, ADAPTER_DTYPES, ATTENTION, CHECKPOINTING, FINE_TUNING_DEFAULTS, LOSSES,
+                            METHODS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS)
 
     chapter = FINE_TUNING_DEFAULTS  # the fine-tuning chapter's case: the same step on the page and here
 
@@ -57,6 +62,10 @@ def register(commands, shared) -> None:
                    help="float32: peft's default (autocast_adapter_dtype=True) on a 16-bit model; base: the model's dtype")
     p.add_argument("--no-kbit-prepare", action="store_true",
                    help="QLoRA without peft's prepare_model_for_kbit_training (kept modules stay in 16 bits)")
+    p.add_argument("--loss", choices=LOSSES, default=chapter.loss,
+                   help="full: transformers' loss over float32 logits, the Trainer's (default); fused: the head and "
+                        "the loss in tiles that never build the logits (trl's SFTTrainer from 1.7, Liger's "
+                        "use_liger_kernel; refused with a LoRA adapter on the head, as trl refuses it); chunked: torchtune's CEWithChunkedOutputLoss (8 chunks)")
     p.add_argument("--compare-methods", action="store_true",
                    help="full fine-tuning, LoRA and QLoRA side by side, with everything else as given")
 
@@ -77,7 +86,8 @@ def run(args) -> int:
                           micro_batch=args.batch, sequence=args.sequence, checkpointing=checkpointing,
                           attention=args.attention, gradient_accumulation=args.accumulation,
                           lora_rank=args.lora_rank, lora_targets=args.lora_targets, optimizer_impl=args.optimizer_impl,
-                          adapter_dtype=args.adapter_dtype, kbit_prepare=not args.no_kbit_prepare)
+                          adapter_dtype=args.adapter_dtype, kbit_prepare=not args.no_kbit_prepare,
+                          loss=args.loss)
     layout = Layout(gpus=args.gpus, tensor=args.tensor, pipeline=args.pipeline, zero=args.zero,
                     offload_optimizer=args.offload_optimizer, offload_parameters=args.offload_params,
                     accounting=args.accounting)
@@ -101,6 +111,7 @@ def run(args) -> int:
         "layer_activation_groups": layer.layer_groups(),
         "layer_tensors_bytes": layer.layer_tensors_bytes,
         "loss_saved_bytes": layer.loss_saved,
+        "loss_held_bytes": layer.loss_held,
         "korthikanti_layer": {"linear_bytes": korthikanti.linear_bytes, "scores_bytes": korthikanti.scores_bytes,
                               "total_bytes": korthikanti.total_bytes}})
     if args.compare_methods:
@@ -114,7 +125,7 @@ def run(args) -> int:
     print(f"Model: {model.name} ({model.source}), {format_count(model.summary.parameters)} parameters, "
           f"{format_count(memory.trainable_parameters)} trained")
     print(f"Setup: {args.method}, {args.precision}, {args.optimizer}, micro-batch {args.batch} x {args.sequence} "
-          f"tokens, checkpointing {checkpointing}")
+          f"tokens, checkpointing {checkpointing}, loss {args.loss}")
     print(f"GPUs:  {layout.gpus} = {layout.data} data x {layout.tensor} tensor x {layout.pipeline} pipeline, "
           f"ZeRO stage {layout.zero}" + (", optimizer on the CPU" if layout.offload_optimizer else "")
           + (", parameters on the CPU" if layout.offload_parameters else ""))
@@ -142,7 +153,8 @@ def run(args) -> int:
     print(f"At the peak, the master copy apart: {listing(result['peak_components'], COMPONENT_NAMES)}.")
     groups = {group: value for group, value in result["layer_activation_groups"].items() if value}
     print(f"One layer keeps {size(layer.layer_tensors_bytes)} per micro-batch ({listing(groups)}); "
-          f"the loss keeps {size(layer.loss_saved)} of float32 log-probabilities.")
+          f"the loss keeps {size(layer.loss_saved)} ({LOSS_KEEPS[args.loss]}) and holds {size(layer.loss_held)} "
+          "at the start of the backward.")
     print("Korthikanti et al. (2022, eq. 1), a GPT layer in 16 bits: "
           f"34sbh + 5as^2b = {size(korthikanti.total_bytes)}, 34sbh = {size(korthikanti.linear_bytes)}.")
     for line in readings_lines(readings, card, size):
