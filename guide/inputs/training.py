@@ -61,10 +61,15 @@ def component_chart(ctx: Context, x: list, parts: dict[str, list[int]], x_title:
                           ctx.t("common.memory_axis"), ctx.lang, colors={labels[name]: COLORS[name] for name in shown})
 
 
+def moment_key(peak_moment: str) -> str:
+    """The UI string that says a peak moment in words ("end of the forward (loss)":
+    training.moment_end_of_the_forward_loss)."""
+    return "training.moment_" + peak_moment.replace(" ", "_").replace("(", "").replace(")", "").replace("'", "")
+
+
 def moment(ctx: Context, memory: TrainingMemory) -> str:
     """Where the peak comes, in words."""
-    key = memory.peak_moment.replace(" ", "_").replace("(", "").replace(")", "")
-    return ctx.t(f"training.moment_{key}")
+    return ctx.t(moment_key(memory.peak_moment))
 
 
 def softcap_caveat(ctx: Context, model: Model) -> None:
