@@ -22,6 +22,21 @@ Read from vLLM's source (vllm/model_executor/layers/quantization/):
 - fp8.py (Fp8Config, minimum compute capability 8.0): block-wise float8 as DeepSeek-V3 ships
   it, weight [out, in] float8 and weight_scale_inv [ceil(out / 128), ceil(in / 128)] float32
   per rank; below 8.9 the Marlin kernel runs the float8 weights as they are (weight-only).
+- torchao.py (TorchAOConfig, minimum compute capability 7.5): every LinearBase layer through
+  torchao's own tensor subclass (the head is a VocabParallelEmbedding, left in bfloat16); a
+  FusedMoE layer only from a per-module config (ModuleFqnToConfig) whose experts are float8,
+  so a plain Int4/Int8WeightOnlyConfig checkpoint of a mixture of experts is refused. After
+  loading, convert_to_packed_tensor_based_on_current_hardware (pytorch/ao,
+  torchao/prototype/tensor_conversion/api.py) preshuffles an Int4Tensor on 9.0 and later,
+  which keeps its size. torchao's layouts (quantize_/workflows/, torchao 0.18):
+  Int8WeightOnlyConfig is Int8Tensor, int8 [out, in] with a float32 scale and an int8 zero per
+  output row (choose_qparams_affine, scale_dtype=float32); Int4WeightOnlyConfig's default
+  packing is Int4Tensor, [out, in / 2] bytes with a bfloat16 scale and zero per 128 inputs,
+  whose kernels (mslk's bf16i4bf16_rowwise) need 9.0; on 8.x the layout that runs is tinygemm's
+  tile_packed_to_4d (Int4TilePackedTo4dTensor, _weight_int4pack_mm needs 8.0), the matrix padded
+  to a multiple of 1,024 inputs and 8 outputs before packing, scale and zero per 128 padded
+  inputs. Either way a matrix whose inputs (per rank) are not a multiple of 128 is left in
+  bfloat16 (quant_api.py, _int4_weight_only_quantize_tensor).
 SGLang is offered fp8-block128 only (DeepSeek-V3's layout, which every version modelled here
 ran); its own layouts of the 4-bit float formats were not read, so they are refused for it.
 """
@@ -34,12 +49,17 @@ from calculator.core.errors import CalculatorError
 from calculator.core.gpus import Gpu
 from calculator.core.precision import normalize_dtype
 from calculator.distributed.parallel import tensor_parallel
-from calculator.memory.quantization import fp8_bytes, is_format, is_router, nvfp4_bytes, quant_format, shipped_format
+from calculator.memory.quantization import (fp8_bytes, is_format, is_router, nvfp4_bytes, quant_format, shipped_format,
+                                            torchao_int4_bytes, torchao_int8_bytes)
 from calculator.models.architecture import ArchSpec
 from calculator.models.summary import ModelSummary
 
-SERVED_FORMATS = ("mxfp4", "nvfp4", "fp8-block128")  # priced here; the other formats: engines.serving_weights
-MIN_CAPABILITY = {"mxfp4": (8, 0), "nvfp4": (7, 5), "fp8-block128": (8, 0)}  # get_min_capability
+SERVED_FORMATS = ("mxfp4", "nvfp4", "fp8-block128", "torchao-int4", "torchao-int8")  # the others: engines.py
+# get_min_capability; torchao-int4: its int4 kernels (tinygemm) need 8.0, above vLLM's 7.5
+MIN_CAPABILITY = {"mxfp4": (8, 0), "nvfp4": (7, 5), "fp8-block128": (8, 0), "torchao-int4": (8, 0),
+                  "torchao-int8": (7, 5)}
+TORCHAO_GROUP = 128  # Int4WeightOnlyConfig's default group size
+TINYGEMM_PADDING = (1024, 8)  # (inputs, outputs) multiples of Int4TilePackedTo4dTensor
 SGLANG_FORMATS = ("fp8-block128",)
 # Compute capability of each NVIDIA architecture of the card list; Blackwell is 10.x in the
 # data centre (B200, B300, GB200) and 12.0 on RTX 50 and RTX PRO cards.
@@ -81,6 +101,11 @@ def check_served(model, card: Gpu, engine: str, fmt: str) -> None:
     if fmt == "mxfp4" and not (spec is not None and spec.experts):
         raise CalculatorError("serve_mxfp4_dense", model=model.name[:60])
     need, have = MIN_CAPABILITY[fmt], capability(card)
+    if fmt.startswith("torchao-"):
+        if spec is not None and spec.experts:
+            raise CalculatorError("serve_torchao_moe", name=fmt, model=model.name[:60])
+        if have is None:  # torchao's CUDA kernels; other makers' cards are not modelled
+            raise CalculatorError("serve_torchao_card", name=fmt, gpu=card.name)
     if have is not None and have < need:
         raise CalculatorError("serve_format_card", name=fmt, gpu=card.name, need=f"{need[0]}.{need[1]}",
                               have=f"{have[0]}.{have[1]}")
@@ -89,7 +114,7 @@ def check_served(model, card: Gpu, engine: str, fmt: str) -> None:
 def serving_precision(model, card: Gpu, engine: str, dtype: str | None) -> tuple[str, str | None, str]:
     """(the dtype the engine's other figures follow, the format priced here or None, why this
     precision: "given", "as_shipped" or "default"). A format vLLM's layouts are not modelled
-    for (bitsandbytes, GGUF, torchao) is refused with the list of those that are."""
+    for (bitsandbytes, GGUF) is refused with the list of those that are."""
     from calculator.serving.engines import WEIGHT_DTYPES, serving_weights
 
     source = "given"
@@ -138,12 +163,26 @@ def format_weights_per_gpu(summary: ModelSummary, spec: ArchSpec, fmt: str, tens
             stored = _mxfp4_expert_bytes(matrix, spec, tensor, card)
         elif fmt == "nvfp4":
             stored = matrix.count * (nvfp4_bytes(in_p, out_p) + 4)  # + the input scale
+        elif fmt.startswith("torchao-"):
+            stored = matrix.count * torchao_served_bytes(fmt, in_p, out_p, card)
         else:
             stored = matrix.count * fp8_bytes(in_p, out_p, 128)
         total += stored - split.bytes_per_gpu
     if fmt == "mxfp4" and not experts_only:  # vLLM's expert biases (priced above) replace the model's own
         total -= 2 * _expert_bias_params(summary, spec)
     return math.ceil(total)
+
+
+def torchao_served_bytes(fmt: str, inputs: int, outputs: int, card: Gpu) -> int:
+    """One rank's slice of a matrix as torchao stores it under vLLM on this card (see above)."""
+    if fmt == "torchao-int8":
+        return torchao_int8_bytes(inputs, outputs, scale_bytes=4)
+    if inputs % TORCHAO_GROUP:
+        return 2 * inputs * outputs  # torchao skips it: bfloat16
+    have = capability(card)
+    if have is None or have < (9, 0):
+        inputs, outputs = _round_up(inputs, TINYGEMM_PADDING[0]), _round_up(outputs, TINYGEMM_PADDING[1])
+    return torchao_int4_bytes(inputs, outputs, TORCHAO_GROUP)
 
 
 def _expert_bias_params(summary: ModelSummary, spec: ArchSpec) -> int:
