@@ -121,3 +121,33 @@ def test_refusals_one_line_in_both_languages(args, code, words_en, words_fr):
               engine=options.get("--engine", "vllm"))
     assert error.value.code == code
     assert all(w in error.value.message("fr") for w in words_fr)
+
+
+def test_the_chapter_states_the_padding_the_calculator_applies():
+    """The serving chapter's torchao paragraph, in both languages: tinygemm's padding of
+    Llama-2-7B's down projection, whole and per GPU over two, as weights.py pads it."""
+    from pathlib import Path
+
+    from calculator.serving.weights import TINYGEMM_PADDING, _round_up
+
+    whole, per_gpu = _round_up(11008, TINYGEMM_PADDING[0]), _round_up(11008 // 2, TINYGEMM_PADDING[0])
+    assert (whole, per_gpu) == (11264, 6144)
+    root = Path(__file__).resolve().parents[1] / "content"
+    english, french = (" ".join((root / lang / "serving.md").read_text().split()) for lang in ("en", "fr"))
+    assert f"11,008 inputs become {whole:,}" in english and f"5,504 become {per_gpu:,}" in english
+    assert "11 008 entrées deviennent 11 264" in french and "5 504 deviennent 6 144" in french
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_serving_page_offers_and_prices_torchao(lang):
+    """Both calculators of the chapter that set their own precision take torchao-int4 and
+    torchao-int8; the memory calculator's command prices the format the page shows."""
+    from tests.apptest import open_page
+
+    at = open_page("serving", lang, model="llama-2-7b", gpu="a100-80gb", dtype="bfloat16", context="4096",
+                   svm_dtype="torchao-int4", svg_dtype="torchao-int8")
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    shown = " ".join(str(c.value) for c in at.code)
+    assert "--dtype torchao-int4" in shown
+    captions = " ".join(c.value for c in at.caption)
+    assert "torchao-int8" in captions and "TorchAoConfig" in captions
