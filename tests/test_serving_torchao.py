@@ -107,7 +107,7 @@ def run(*args: str) -> tuple[int, str, str]:
      ("7.5", "capacité")),
     (("qwen3-30b-a3b", "--gpu", "h100", "--dtype", "torchao-int4"), "serve_torchao_moe", ("mixture of experts",),
      ("mélange d'experts",)),
-    (("llama-3-8b", "--gpu", "mi300x", "--dtype", "torchao-int8"), "serve_torchao_card", ("NVIDIA",), ("NVIDIA",)),
+    (("llama-3-8b", "--gpu", "mi300x", "--dtype", "torchao-int8"), "serve_format_maker", ("NVIDIA",), ("NVIDIA",)),
     (("llama-3-8b", "--gpu", "h100", "--dtype", "torchao-int8", "--engine", "sglang"), "serve_format_engine",
      ("vLLM only",), ("que sous vLLM",)),
 ])

@@ -164,13 +164,14 @@ def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: i
     fmt = options.weights_format
     weights = weights_per_gpu(model.summary, spec, model.config, "bfloat16" if fmt else dtype, tensor)
     if fmt:
-        weights = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, weights)
+        weights = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, weights, engine=engine)
     if options.expert_parallel and replicas > 1:
         # --enable-expert-parallel: the experts spread over every GPU (tensor x data parallel),
         # attention and the rest stay split by tensor parallelism within each replica
         experts = experts_bytes_per_gpu(model.summary, spec, "bfloat16" if fmt else dtype, tensor)
         if fmt:
-            experts = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, experts, experts_only=True)
+            experts = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, experts, experts_only=True,
+                                             engine=engine)
         weights -= experts - math.ceil(experts / replicas)
     offload = min(weights, offload_bytes)
     weights -= offload
@@ -233,7 +234,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
         raise CalculatorError(not_served_code(spec), model_type=getattr(spec, "model_type", "") or model.name[:40])
     if has_linear_layers(spec, model.config):
         raise CalculatorError("serve_linear_attention", model_type=spec.model_type[:40])
-    dtype, weights_format, dtype_source = serving_precision(model, card, engine, dtype)
+    dtype, weights_format, dtype_source = serving_precision(model, card, engine, dtype, engine_version)
     if tensor is None:
         tensor = gpus or 1
     gpus = tensor if gpus is None else limits.check("gpus", gpus)

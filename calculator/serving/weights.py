@@ -37,8 +37,15 @@ Read from vLLM's source (vllm/model_executor/layers/quantization/):
   to a multiple of 1,024 inputs and 8 outputs before packing, scale and zero per 128 padded
   inputs. Either way a matrix whose inputs (per rank) are not a multiple of 128 is left in
   bfloat16 (quant_api.py, _int4_weight_only_quantize_tensor).
-SGLang is offered fp8-block128 only (DeepSeek-V3's layout, which every version modelled here
-ran); its own layouts of the 4-bit float formats were not read, so they are refused for it.
+SGLang (sgl-project/sglang, python/sglang/srt/layers/quantization/) runs fp8-block128
+(DeepSeek-V3's layout, in every version modelled here) and, in the current version only (0.4.6
+predates gpt-oss), mxfp4: mxfp4.py's Mxfp4MoEMethod registers vLLM's shapes (linear layers
+unquantized, minimum capability 8.0), I' padded to 32 with the triton_kernels backend that
+server_args picks for gpt-oss, and to 256 with H' to 256 on data-centre Blackwell (10.x:
+FlashInfer); both backends turn the expert biases to float32. Its ROCm path (aiter) is not
+modelled. nvfp4 stays refused for it: modelopt_quant.py keeps a second, padded copy of each
+scale matrix (weight_scale_interleaved, rows to 128 and columns to 4) beside weight_scale, and
+its NVFP4 experts need Blackwell; that layout is not priced here.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from calculator.memory.quantization import (fp8_bytes, is_format, is_router, nvf
                                             torchao_int4_bytes, torchao_int8_bytes)
 from calculator.models.architecture import ArchSpec
 from calculator.models.summary import ModelSummary
+from calculator.serving.sglang import SGLANG_LEGACY
 
 SERVED_FORMATS = ("mxfp4", "nvfp4", "fp8-block128", "torchao-int4", "torchao-int8")  # the others: engines.py
 # get_min_capability; torchao-int4: its int4 kernels (tinygemm) need 8.0, above vLLM's 7.5
@@ -60,12 +68,15 @@ MIN_CAPABILITY = {"mxfp4": (8, 0), "nvfp4": (7, 5), "fp8-block128": (8, 0), "tor
                   "torchao-int8": (7, 5)}
 TORCHAO_GROUP = 128  # Int4WeightOnlyConfig's default group size
 TINYGEMM_PADDING = (1024, 8)  # (inputs, outputs) multiples of Int4TilePackedTo4dTensor
-SGLANG_FORMATS = ("fp8-block128",)
+SGLANG_FORMATS = ("fp8-block128", "mxfp4")
+SGLANG_LEGACY_REFUSED = ("mxfp4",)  # formats the legacy version modelled (0.4.6) predates
 # Compute capability of each NVIDIA architecture of the card list; Blackwell is 10.x in the
 # data centre (B200, B300, GB200) and 12.0 on RTX 50 and RTX PRO cards.
 CAPABILITY = {"pascal": (6, 0), "volta": (7, 0), "turing": (7, 5), "ampere": (8, 0), "ada": (8, 9),
               "hopper": (9, 0), "blackwell": (12, 0)}
-MXFP4_PADDING = {"triton": (64, 1), "flashinfer": (256, 256), "marlin": (128, 256)}  # (I', H') multiples
+MXFP4_PADDING = {"triton": (64, 1), "flashinfer": (256, 256), "marlin": (128, 256),  # (I', H') multiples
+                 "sglang-triton": (32, 1), "sglang-flashinfer": (256, 256)}
+MXFP4_BIAS_BYTES = {"triton": 4, "flashinfer": 2, "marlin": 2, "sglang-triton": 4, "sglang-flashinfer": 4}
 
 
 def capability(card: Gpu) -> tuple[int, int] | None:
@@ -75,9 +86,12 @@ def capability(card: Gpu) -> tuple[int, int] | None:
     return CAPABILITY.get(card.architecture)
 
 
-def mxfp4_backend(card: Gpu) -> str:
-    """vLLM's MXFP4 MoE backend on this card with its default settings (get_mxfp4_backend)."""
+def mxfp4_backend(card: Gpu, engine: str = "vllm") -> str:
+    """The engine's MXFP4 MoE backend on this card with its default settings (vLLM's
+    get_mxfp4_backend; SGLang's server_args for gpt-oss)."""
     cc = capability(card)
+    if engine == "sglang":
+        return "sglang-flashinfer" if cc is not None and cc[0] == 10 else "sglang-triton"
     if cc == (9, 0):
         return "triton"
     if cc is not None and cc[0] == 10:
@@ -93,11 +107,16 @@ def served_format(name: str | None) -> str | None:
     return key if key in SERVED_FORMATS else None
 
 
-def check_served(model, card: Gpu, engine: str, fmt: str) -> None:
-    """Refuse, in one sentence, a format the engine cannot run on this card or this model."""
+def check_served(model, card: Gpu, engine: str, fmt: str, version: str | None = None) -> None:
+    """Refuse, in one sentence, a format the engine (at `version`, None: its current one)
+    cannot run on this card or this model."""
     spec = model.spec
     if engine != "vllm" and fmt not in SGLANG_FORMATS:
         raise CalculatorError("serve_format_engine", name=fmt, engine=engine)
+    if engine == "sglang" and fmt in SGLANG_LEGACY_REFUSED and version == SGLANG_LEGACY:
+        raise CalculatorError("serve_format_version", name=fmt, engine=engine, version=version)
+    if engine == "sglang" and capability(card) is None:  # its ROCm kernels (aiter) are not modelled
+        raise CalculatorError("serve_format_maker", name=fmt, engine=engine, gpu=card.name)
     if fmt == "mxfp4" and not (spec is not None and spec.experts):
         raise CalculatorError("serve_mxfp4_dense", model=model.name[:60])
     need, have = MIN_CAPABILITY[fmt], capability(card)
@@ -105,13 +124,14 @@ def check_served(model, card: Gpu, engine: str, fmt: str) -> None:
         if spec is not None and spec.experts:
             raise CalculatorError("serve_torchao_moe", name=fmt, model=model.name[:60])
         if have is None:  # torchao's CUDA kernels; other makers' cards are not modelled
-            raise CalculatorError("serve_torchao_card", name=fmt, gpu=card.name)
+            raise CalculatorError("serve_format_maker", name=fmt, engine=engine, gpu=card.name)
     if have is not None and have < need:
         raise CalculatorError("serve_format_card", name=fmt, gpu=card.name, need=f"{need[0]}.{need[1]}",
                               have=f"{have[0]}.{have[1]}")
 
 
-def serving_precision(model, card: Gpu, engine: str, dtype: str | None) -> tuple[str, str | None, str]:
+def serving_precision(model, card: Gpu, engine: str, dtype: str | None,
+                      version: str | None = None) -> tuple[str, str | None, str]:
     """(the dtype the engine's other figures follow, the format priced here or None, why this
     precision: "given", "as_shipped" or "default"). A format vLLM's layouts are not modelled
     for (bitsandbytes, GGUF) is refused with the list of those that are."""
@@ -119,7 +139,7 @@ def serving_precision(model, card: Gpu, engine: str, dtype: str | None) -> tuple
 
     source = "given"
     if dtype is None:
-        dtype, source = default_weights(model, card, engine)
+        dtype, source = default_weights(model, card, engine, version)
     fmt = served_format(dtype)
     if fmt is None:
         if is_format(dtype) and quant_format(dtype).key not in ("fp8-tensor", "gptq-4bit", "awq-4bit"):
@@ -127,26 +147,26 @@ def serving_precision(model, card: Gpu, engine: str, dtype: str | None) -> tuple
                                   choices=", ".join((*WEIGHT_DTYPES, *SERVED_FORMATS, "fp8-tensor", "gptq-4bit",
                                                      "awq-4bit")))
         return normalize_dtype(serving_weights(dtype)), None, source  # bf16 -> bfloat16
-    check_served(model, card, engine, fmt)
+    check_served(model, card, engine, fmt, version)
     return ("float8" if fmt == "fp8-block128" else "bfloat16"), fmt, source
 
 
-def default_weights(model, card: Gpu, engine: str) -> tuple[str, str]:
+def default_weights(model, card: Gpu, engine: str, version: str | None = None) -> tuple[str, str]:
     """(precision, why) when none is asked for: the checkpoint's own format when the engine
     runs it on this card (vLLM loads gpt-oss in MXFP4 whatever --dtype says), else bfloat16."""
     shipped = served_format(shipped_format(model.config))
     if shipped is None:
         return "bfloat16", "default"
     try:
-        check_served(model, card, engine, shipped)
+        check_served(model, card, engine, shipped, version)
     except CalculatorError:
         return "bfloat16", "default"
     return shipped, "as_shipped"
 
 
 def format_weights_per_gpu(summary: ModelSummary, spec: ArchSpec, fmt: str, tensor: int, card: Gpu,
-                           bfloat16_bytes: int, experts_only: bool = False) -> int:
-    """One rank's weights with `fmt`'s matrices in their vLLM layout: `bfloat16_bytes` (the
+                           bfloat16_bytes: int, experts_only: bool = False, engine: str = "vllm") -> int:
+    """One rank's weights with `fmt`'s matrices in the engine's layout: `bfloat16_bytes` (the
     rank's weights all in bfloat16, engines.weights_per_gpu or its experts' share) with each
     quantized slice replaced by its stored bytes."""
     total = float(bfloat16_bytes)
@@ -160,7 +180,7 @@ def format_weights_per_gpu(summary: ModelSummary, spec: ArchSpec, fmt: str, tens
         params = split.bytes_per_gpu / 2
         in_p, out_p = _slice(matrix, split.split, params)
         if fmt == "mxfp4":
-            stored = _mxfp4_expert_bytes(matrix, spec, tensor, card)
+            stored = _mxfp4_expert_bytes(matrix, spec, tensor, mxfp4_backend(card, engine))
         elif fmt == "nvfp4":
             stored = matrix.count * (nvfp4_bytes(in_p, out_p) + 4)  # + the input scale
         elif fmt.startswith("torchao-"):
@@ -168,7 +188,7 @@ def format_weights_per_gpu(summary: ModelSummary, spec: ArchSpec, fmt: str, tens
         else:
             stored = matrix.count * fp8_bytes(in_p, out_p, 128)
         total += stored - split.bytes_per_gpu
-    if fmt == "mxfp4" and not experts_only:  # vLLM's expert biases (priced above) replace the model's own
+    if fmt == "mxfp4" and not experts_only:  # the engine's expert biases (priced above) replace the model's own
         total -= 2 * _expert_bias_params(summary, spec)
     return math.ceil(total)
 
@@ -208,16 +228,16 @@ def _slice(matrix, how: str, params: float) -> tuple[int, int]:
     return matrix.in_features, matrix.out_features
 
 
-def _mxfp4_expert_bytes(matrix, spec: ArchSpec, tensor: int, card: Gpu) -> float:
+def _mxfp4_expert_bytes(matrix, spec: ArchSpec, tensor: int, backend: str) -> float:
     """The experts of one fused tensor on one rank, padded as the backend pads them: packed
     E2M1 pairs, one E8M0 byte per 32 inputs, and the bias vLLM registers per output row
-    (bfloat16; float32 on the Triton backend). w13 (gate and up) is [2 I', H'], w2 (down)
+    (bfloat16; float32 on vLLM's Triton backend and both of SGLang's). w13 (gate and up) is [2 I', H'], w2 (down)
     [H', I'], with I' the expert intermediate size per rank: taken from the config, since a
     checkpoint may store the fused tensor either way round (gpt-oss: [E, H, 2 I])."""
     hidden = spec.hidden
     intermediate = spec.expert_intermediate or spec.intermediate
-    pad_i, pad_h = MXFP4_PADDING[mxfp4_backend(card)]
-    bias = 4 if mxfp4_backend(card) == "triton" else 2
+    pad_i, pad_h = MXFP4_PADDING[backend]
+    bias = MXFP4_BIAS_BYTES[backend]
     per_rank = _round_up(math.ceil(intermediate / tensor), pad_i)
     if _is_gate_up(matrix, intermediate):
         rows, cols = 2 * per_rank, _round_up(hidden, pad_h)
