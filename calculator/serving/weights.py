@@ -42,8 +42,9 @@ SGLang (sgl-project/sglang, python/sglang/srt/layers/quantization/) runs fp8-blo
 predates gpt-oss), mxfp4: mxfp4.py's Mxfp4MoEMethod registers vLLM's shapes (linear layers
 unquantized, minimum capability 8.0), I' padded to 32 with the triton_kernels backend that
 server_args picks for gpt-oss, and to 256 with H' to 256 on data-centre Blackwell (10.x:
-FlashInfer); both backends turn the expert biases to float32. Its ROCm path (aiter) is not
-modelled. nvfp4 stays refused for it: modelopt_quant.py keeps a second, padded copy of each
+FlashInfer); both backends turn the expert biases to float32. The triton_kernels package is
+assumed installed: without it SGLang upcasts the experts to bfloat16 after loading
+(upcast_from_mxfp), which is not modelled, nor is its ROCm path (aiter). nvfp4 stays refused for it: modelopt_quant.py keeps a second, padded copy of each
 scale matrix (weight_scale_interleaved, rows to 128 and columns to 4) beside weight_scale, and
 its NVFP4 experts need Blackwell; that layout is not priced here.
 """
