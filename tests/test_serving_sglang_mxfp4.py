@@ -83,3 +83,16 @@ def test_refusals_one_line_in_both_languages(args, code, words_en, words_fr):
               engine_version=options.get("--engine-version"))
     assert error.value.code == code
     assert all(w in error.value.message("fr") for w in words_fr)
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_serving_page_prices_sglang_mxfp4(lang):
+    """The memory calculator with SGLang and gpt-oss's own format: priced, no error, and its
+    command runs the same figure through the CLI."""
+    from tests.apptest import open_page
+
+    at = open_page("serving", lang, model="gpt-oss-20b", gpu="h100", dtype="bfloat16", svm_dtype="mxfp4",
+                   svm_engine="sglang")
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    shown = " ".join(str(c.value) for c in at.code)
+    assert "--engine sglang" in shown and "--dtype mxfp4" in shown
