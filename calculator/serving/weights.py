@@ -44,9 +44,10 @@ unquantized, minimum capability 8.0), I' padded to 32 with the triton_kernels ba
 server_args picks for gpt-oss, and to 256 with H' to 256 on data-centre Blackwell (10.x:
 FlashInfer); both backends turn the expert biases to float32. The triton_kernels package is
 assumed installed: without it SGLang upcasts the experts to bfloat16 after loading
-(upcast_from_mxfp), which is not modelled, nor is its ROCm path (aiter). nvfp4 stays refused for it: modelopt_quant.py keeps a second, padded copy of each
-scale matrix (weight_scale_interleaved, rows to 128 and columns to 4) beside weight_scale, and
-its NVFP4 experts need Blackwell; that layout is not priced here.
+(upcast_from_mxfp), which is not modelled, nor is its ROCm path (aiter). nvfp4 stays refused
+for it: modelopt_quant.py keeps a second, padded copy of each scale matrix
+(weight_scale_interleaved, rows to 128 and columns to 4) beside weight_scale, and its NVFP4
+experts need Blackwell; that layout is not priced here.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def check_served(model, card: Gpu, engine: str, fmt: str, version: str | None = 
         raise CalculatorError("serve_format_engine", name=fmt, engine=engine)
     if engine == "sglang" and fmt in SGLANG_LEGACY_REFUSED and version == SGLANG_LEGACY:
         raise CalculatorError("serve_format_version", name=fmt, engine=engine, version=version)
-    if engine == "sglang" and capability(card) is None:  # its ROCm kernels (aiter) are not modelled
+    if engine == "sglang" and fmt == "mxfp4" and capability(card) is None:  # its ROCm path (aiter): not modelled
         raise CalculatorError("serve_format_maker", name=fmt, engine=engine, gpu=card.name)
     if fmt == "mxfp4" and not (spec is not None and spec.experts):
         raise CalculatorError("serve_mxfp4_dense", model=model.name[:60])
@@ -231,9 +232,9 @@ def _slice(matrix, how: str, params: float) -> tuple[int, int]:
 
 def _mxfp4_expert_bytes(matrix, spec: ArchSpec, tensor: int, backend: str) -> float:
     """The experts of one fused tensor on one rank, padded as the backend pads them: packed
-    E2M1 pairs, one E8M0 byte per 32 inputs, and the bias vLLM registers per output row
-    (bfloat16; float32 on vLLM's Triton backend and both of SGLang's). w13 (gate and up) is [2 I', H'], w2 (down)
-    [H', I'], with I' the expert intermediate size per rank: taken from the config, since a
+    E2M1 pairs, one E8M0 byte per 32 inputs, and the bias the engine registers per output row
+    (bfloat16; float32 on vLLM's Triton backend and both of SGLang's). w13 (gate and up) is
+    [2 I', H'], w2 (down) [H', I'], with I' the expert intermediate size per rank: taken from the config, since a
     checkpoint may store the fused tensor either way round (gpt-oss: [E, H, 2 I])."""
     hidden = spec.hidden
     intermediate = spec.expert_intermediate or spec.intermediate
