@@ -81,3 +81,13 @@ def test_the_sampler_reads_a_process_that_is_gone_as_zero():
     gone.wait()
     time.sleep(0.1)
     assert MemorySampler(gone.pid).split() == (0, [])
+
+
+def test_memory_holders_names_who_holds_an_allocation():
+    """bench/memory_holders.py sums tracemalloc's growth by holder, from the traceback's files."""
+    from bench.memory_holders import holder
+
+    assert holder(["/x/calculator/memory/inference.py", "/x/calculator/core/memo.py"]) == "engine answers kept by inputs"
+    assert holder(["/x/calculator/models/seam.py"]) == "model seam caches"
+    assert holder(["/x/site-packages/plotly/basedatatypes.py"]) == "kept figures"
+    assert holder(["/x/streamlit/runtime/state.py"]) == "other"

@@ -111,10 +111,10 @@ def test_nvfp4_llama_by_hand():
     (("llama-3-8b", "--gpu", "v100-32gb", "--dtype", "nvfp4"), "serve_format_card", ("7.5", "7.0"), ("7.5", "capacité")),
     (("llama-3-8b", "--gpu", "t4", "--dtype", "mxfp4"), "serve_mxfp4_dense", ("experts",), ("experts",)),
     (("gpt-oss-20b", "--gpu", "t4", "--dtype", "mxfp4"), "serve_format_card", ("8.0", "7.5"), ("8.0", "7.5")),
-    (("gpt-oss-20b", "--gpu", "h100", "--dtype", "mxfp4", "--engine", "sglang"), "serve_format_engine", ("vLLM only",),
+    (("llama-3-8b", "--gpu", "b200", "--dtype", "nvfp4", "--engine", "sglang"), "serve_format_engine", ("vLLM only",),
      ("que sous vLLM",)),
-    (("llama-3-8b", "--gpu", "h100", "--dtype", "torchao-int4"), "serve_format", ("torchao", "nvfp4"),
-     ("torchao", "nvfp4")),
+    (("llama-3-8b", "--gpu", "h100", "--dtype", "bnb-nf4"), "serve_format", ("bnb-nf4", "torchao-int4"),
+     ("bnb-nf4", "torchao-int4")),
 ])
 def test_refusals_one_line_in_both_languages(args, code, words_en, words_fr):
     status, out, err = run("serve", *args)

@@ -167,13 +167,14 @@ def _replica(model, card: Gpu, engine: str, tensor: int, dtype: str, kv_bytes: i
     weights = weights_per_gpu(model.summary, spec, model.config, "bfloat16" if fmt else dtype, tensor,
                               options.zero_points)
     if fmt:
-        weights = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, weights)
+        weights = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, weights, engine=engine)
     if options.expert_parallel and replicas > 1:
         # --enable-expert-parallel: the experts spread over every GPU (tensor x data parallel),
         # attention and the rest stay split by tensor parallelism within each replica
         experts = experts_bytes_per_gpu(model.summary, spec, "bfloat16" if fmt else dtype, tensor, options.zero_points)
         if fmt:
-            experts = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, experts, experts_only=True)
+            experts = format_weights_per_gpu(model.summary, spec, fmt, tensor, card, experts, experts_only=True,
+                                             engine=engine)
         weights -= experts - math.ceil(experts / replicas)
     offload = min(weights, offload_bytes)
     weights -= offload
@@ -237,7 +238,7 @@ def serve(model, card: Gpu, *, engine: str = "vllm", gpus: int | None = None, te
     if has_linear_layers(spec, model.config):
         raise CalculatorError("serve_linear_attention", model_type=spec.model_type[:40])
     zero_points = is_format(dtype) and quant_format(dtype).key == "awq-4bit"
-    dtype, weights_format, dtype_source = serving_precision(model, card, engine, dtype)
+    dtype, weights_format, dtype_source = serving_precision(model, card, engine, dtype, engine_version)
     if tensor is None:
         tensor = gpus or 1
     gpus = tensor if gpus is None else limits.check("gpus", gpus)

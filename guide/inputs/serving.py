@@ -13,7 +13,7 @@ from guide.widgets import Context
 
 KV_CHOICES = tuple(k for k in KV_DTYPES if k != "float32")
 # what a calculator of the chapter may set for itself: the plain dtypes and the formats priced
-# in vLLM's own layout (mxfp4, nvfp4, fp8-block128); the case may hold any format
+# in vLLM's own layout (mxfp4, nvfp4, fp8-block128, torchao-int4/int8); the case may hold any format
 WEIGHT_CHOICES = (*WEIGHT_DTYPES, *SERVED_FORMATS)
 
 

@@ -75,7 +75,7 @@ def render(ctx: Context) -> None:
     st.code(command, language="bash", wrap_lines=True)
     if plan.dtype in ("int8", "int4"):
         st.caption(ctx.t("serving.quantized_checkpoint"))
-    elif plan.dtype in SERVED_FORMATS:  # mxfp4, nvfp4, fp8-block128: the checkpoint must ship so
+    elif plan.dtype in SERVED_FORMATS:  # mxfp4, nvfp4, fp8-block128, torchao: the checkpoint must ship so
         st.caption(ctx.t("serving.format_checkpoint", fmt=plan.dtype))
 
 

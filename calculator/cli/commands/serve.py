@@ -23,7 +23,8 @@ def register(commands, shared) -> None:
                    help="tensor-parallel size, vLLM's --tensor-parallel-size (default: --gpus, else 1)")
     p.add_argument("--dtype", default=None,
                    help=f"weights: {', '.join(WEIGHT_DTYPES)} (float8 and int8: w8a8 or fp8 checkpoints; "
-                        "int4: w4a16 such as GPTQ or AWQ), or a format: mxfp4 (experts only), nvfp4, fp8-block128; "
+                        "int4: w4a16 such as GPTQ or AWQ), or a format: mxfp4 (experts only), nvfp4, fp8-block128, "
+                        "torchao-int8, torchao-int4 (dense models); "
                         "default: the checkpoint's own format when the engine runs it on the card (gpt-oss: mxfp4), "
                         "else bfloat16")
     p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", default="auto",
