@@ -169,12 +169,13 @@ def test_the_slow_model_page_measures_against_the_same_ceiling():
                                         ("fr", "comme `serve --engine sglang` sans")])
 @pytest.mark.parametrize("engine_key", ["svm_engine", "svg_engine", "sve_engine"])
 def test_sglang_on_the_serving_page_prices_what_serve_sglang_prices(lang, words, engine_key):
-    """The bar shows vLLM's mxfp4; the SGLang calculators take `serve --engine sglang`'s own
-    choice (no --dtype: the same engine function) and say that it differs from the bar."""
-    at = open_page("serving", lang, model="gpt-oss-20b", gpu="h100", **{engine_key: "sglang"})
+    """On an MI300X the bar shows vLLM's mxfp4 while SGLang runs gpt-oss's mxfp4 on NVIDIA cards
+    only: the SGLang calculators take `serve --engine sglang`'s own choice (no --dtype: the same
+    engine function) and say that it differs from the bar."""
+    at = open_page("serving", lang, model="gpt-oss-20b", gpu="mi300x", **{engine_key: "sglang"})
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="case_dtype").value == "mxfp4"
-    cli = cli_json("serve", "gpt-oss-20b", "--gpu", "h100", "--engine", "sglang", "--context", "8192")
+    cli = cli_json("serve", "gpt-oss-20b", "--gpu", "mi300x", "--engine", "sglang", "--context", "8192")
     assert cli["dtype"] != "mxfp4" and cli["dtype_source"] == "default"
     weights = format_bytes(cli["weights_bytes_per_gpu"], lang)
     if engine_key == "svg_engine":  # the GPU-count calculator: a table, one layout a row
