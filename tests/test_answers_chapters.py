@@ -198,7 +198,7 @@ def test_fine_tuning_lora_answer(lang):
     assert "--compare-methods" in answer and "--lora-rank 16 --lora-targets all-linear" in answer
     verdict = check_same_as_cli(answer, lang)
     peak, largest = text("training.column_peak", lang), text("lora.col_largest", lang)
-    trained = text("training.col_trained", lang)  # the methods' table, not the loss calculator's
+    trained = text("lora.col_trained", lang)  # the methods' table, not the loss calculator's
     table = next(frame.value for frame in at.dataframe if largest in frame.value and trained in frame.value)
     assert len(table) == 3
     for size, most in zip(table[peak], table[largest]):  # full fine-tuning, LoRA, QLoRA: peaks and micro-batches
