@@ -105,4 +105,4 @@ def test_a_bad_upload_is_refused_in_the_browser(server, page, tmp_path):
     bad.write_text("[1, 2, 3]")
     open_url(page, f"{server.url}/estimator?lang=en")
     upload(page, bad)
-    wait_for_widget_text(page, "holds a JSON list, not an object", where=BAR)
+    wait_for_widget_text(page, "holds an array in JSON, not an object", where=BAR)
