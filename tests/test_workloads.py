@@ -215,8 +215,9 @@ def test_every_calculator_reads_whispers_window_without_being_told():
 def test_inference_and_speed_give_the_same_ceiling_for_a_measured_speed():
     inference = json.loads(cli("inference", "whisper-small", "--batch", "16", "--new-tokens", "128", "--gpu", "t4",
                                "--measured", "6", "--json").stdout)["measured"]
-    # the same precision on both sides: speed's own default on a T4 is float16 (no bfloat16 tensor cores)
-    speed = json.loads(cli("speed", "whisper-small", "--gpu", "t4", "--dtypes", "bfloat16", "--batches", "16",
+    # the same precision on both sides without asking: float16 on a T4 (no bfloat16 tensor cores)
+    assert json.loads(cli("inference", "whisper-small", "--batch", "16", "--gpu", "t4", "--json").stdout)["dtype"] == "float16"
+    speed = json.loads(cli("speed", "whisper-small", "--gpu", "t4", "--batches", "16",
                            "--new-tokens", "128", "--measured", "6", "--json").stdout)
     assert inference["ceiling"] == pytest.approx(speed["rows"][0]["items_per_second"])
     assert inference["fraction"] == pytest.approx(speed["measured"]["fraction"])
