@@ -14,32 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 from pathlib import Path
 import statistics
-import subprocess
 import sys
-import time
-import urllib.request
 
 from bench.case_change_browser import IDLE, MAIN_TEXT, TIMEOUT_MS, WATCH, change, settle
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port
-
-
-def start(tree: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "Home.py", "--server.port", str(port),
-                                "--server.address", "127.0.0.1", "--server.headless", "true"], cwd=tree,
-                               env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
-                return process, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.3)
-    process.terminate()
-    raise TimeoutError(f"the guide in {tree} did not start")
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, GuideServer
 
 
 async def open_chapter(browser, url: str, slug: str):
@@ -57,11 +37,11 @@ async def open_chapter(browser, url: str, slug: str):
 async def compare(trees: dict[str, Path], slug: str, changes: int) -> dict[str, list[float]]:
     from playwright.async_api import async_playwright
 
-    servers = {name: start(tree) for name, tree in trees.items()}
+    servers = {name: GuideServer(cwd=tree).wait() for name, tree in trees.items()}
     try:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            pages = {name: await open_chapter(browser, url, slug) for name, (_, url) in servers.items()}
+            pages = {name: await open_chapter(browser, server.url, slug) for name, server in servers.items()}
             times: dict[str, list[float]] = {name: [] for name in trees}
             for i in range(changes):
                 for name in (list(trees) if i % 2 == 0 else list(reversed(trees))):
@@ -70,8 +50,8 @@ async def compare(trees: dict[str, Path], slug: str, changes: int) -> dict[str, 
                     times[name].append(await settle(pages[name], before, "batch", str(2 + i)))
             await browser.close()
     finally:
-        for process, _ in servers.values():
-            process.terminate()
+        for server in servers.values():
+            server.stop()
     return times
 
 

@@ -15,15 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from guide import chapters
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, GuideServer, free_port
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, GuideServer
 
 TIMEOUT_MS = 60_000
 STEPS = ("html", "dom_ready", "socket", "socket_open", "first_message", "heading")
@@ -49,21 +46,10 @@ READ = """() => { const n = performance.getEntriesByType('navigation')[0];
 BARE_APP = 'import streamlit as st\n\nst.title("A bare Streamlit page")\n'
 
 
-def start_bare(folder: Path) -> tuple[subprocess.Popen, str]:
+def start_bare(folder: Path) -> GuideServer:
     """A one-line Streamlit app with Streamlit's defaults (no theme, no assets of ours)."""
     (folder / "bare.py").write_text(BARE_APP, encoding="utf-8")
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "bare.py", "--server.port", str(port),
-                                "--server.address", "127.0.0.1", "--server.headless", "true"], cwd=folder,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
-                return process, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.3)
-    process.terminate()
-    raise TimeoutError("the bare Streamlit app did not start")
+    return GuideServer(cwd=folder, script="bare.py").wait()
 
 
 async def load(browser, url: str) -> dict[str, float]:
@@ -108,12 +94,12 @@ def main(options: list[str] | None = None) -> None:
     args = parser.parse_args(options or [])
     server = GuideServer().wait()
     with tempfile.TemporaryDirectory() as folder:
-        bare, bare_url = start_bare(Path(folder))
+        bare = start_bare(Path(folder))
         try:
-            rows = asyncio.run(measure(server.url, bare_url, args.slug, args.loads))
+            rows = asyncio.run(measure(server.url, bare.url, args.slug, args.loads))
         finally:
             server.stop()
-            bare.terminate()
+            bare.stop()
     print(f"\nFirst heading, median of {args.loads} fresh loads each, ms from navigation start (Chromium)\n")
     print("| page | " + " | ".join(STEPS) + " |")
     print("|" + "---|" * (len(STEPS) + 1))

@@ -23,16 +23,17 @@ def free_port() -> int:
 
 
 class GuideServer:
-    """`streamlit run Home.py` on a free loopback port, for the duration of a test session."""
+    """`streamlit run Home.py` on a free loopback port, for the duration of a test session (or
+    another checkout's guide, or another script, for the benchmarks that serve two at once)."""
 
-    def __init__(self, extra_env: dict | None = None) -> None:
+    def __init__(self, extra_env: dict | None = None, cwd: Path = ROOT, script: str = "Home.py") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", **(extra_env or {})}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "Home.py", "--server.port", str(self.port),
+            [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(self.port),
              "--server.address", "127.0.0.1", "--server.headless", "true"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
 
     def wait(self, timeout: float = 60) -> GuideServer:
