@@ -7,16 +7,14 @@ layers, 32 experts, I = H = 2,880)."""
 
 from __future__ import annotations
 
-from contextlib import redirect_stderr, redirect_stdout
-import io
 
 import pytest
 
-from calculator.cli import main as cli
 from calculator.core.errors import CalculatorError
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
 from calculator.serving.plan import serve
+from tests.cli_runner import run_cli
 
 LAYERS, EXPERTS, INTER, H = 24, 32, 2880, 2880
 BF16_EXPERTS = LAYERS * EXPERTS * 2 * (2 * INTER * H + H * INTER + 2 * INTER + H)  # weights and the model's biases
@@ -60,13 +58,6 @@ def test_sglang_loads_gpt_oss_as_shipped_by_default():
     assert (legacy.dtype, legacy.dtype_source) == ("bfloat16", "default")  # 0.4.6 predates gpt-oss
 
 
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = cli.main(list(args))
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.mark.parametrize("args,code,words_en,words_fr", [
     (("--gpu", "h100", "--engine-version", "0.4.6"), "serve_format_version", ("0.4.6", "predates"),
      ("0.4.6", "antérieur")),
@@ -74,7 +65,8 @@ def run(*args: str) -> tuple[int, str, str]:
     (("--gpu", "t4"), "serve_format_card", ("8.0", "7.5"), ("8.0", "7.5")),
 ])
 def test_refusals_one_line_in_both_languages(args, code, words_en, words_fr):
-    status, out, err = run("serve", "gpt-oss-20b", "--engine", "sglang", "--dtype", "mxfp4", *args)
+    done = run_cli("serve", "gpt-oss-20b", "--engine", "sglang", "--dtype", "mxfp4", *args)
+    status, out, err = done.returncode, done.stdout, done.stderr
     assert status == 2 and not out and len(err.strip().splitlines()) == 1
     assert all(w in err for w in words_en)
     options = dict(zip(args[::2], args[1::2]))

@@ -8,17 +8,15 @@ in bfloat16."""
 
 from __future__ import annotations
 
-from contextlib import redirect_stderr, redirect_stdout
-import io
 
 import pytest
 
-from calculator.cli import main as cli
 from calculator.core.errors import CalculatorError
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model, resolve_config
 from calculator.serving.engines import rotary_table_bytes
 from calculator.serving.plan import serve
+from tests.cli_runner import run_cli
 
 LLAMA_3_8B = 8_030_261_248  # parameters, Meta's model card
 LLAMA_2_7B = 6_738_415_616  # parameters, Meta's model card
@@ -94,13 +92,6 @@ def test_int4_leaves_matrices_off_the_group_in_bfloat16():
     assert bf16 - weights(model, "h100", "torchao-int8") == 32 * (linear - int8)
 
 
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = cli.main(list(args))
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.mark.parametrize("args,code,words_en,words_fr", [
     (("llama-3-8b", "--gpu", "t4", "--dtype", "torchao-int4"), "serve_format_card", ("8.0", "7.5"), ("8.0", "7.5")),
     (("llama-3-8b", "--gpu", "v100-32gb", "--dtype", "torchao-int8"), "serve_format_card", ("7.5", "7.0"),
@@ -112,7 +103,8 @@ def run(*args: str) -> tuple[int, str, str]:
      ("vLLM only",), ("que sous vLLM",)),
 ])
 def test_refusals_one_line_in_both_languages(args, code, words_en, words_fr):
-    status, out, err = run("serve", *args)
+    done = run_cli("serve", *args)
+    status, out, err = done.returncode, done.stdout, done.stderr
     assert status == 2 and not out and len(err.strip().splitlines()) == 1
     assert all(w in err for w in words_en)
     options = dict(zip(args[1::2], args[2::2]))
