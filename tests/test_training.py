@@ -284,6 +284,14 @@ def saved_bytes(config: dict, precision: str, attention: str, batch: int, tokens
             warnings.simplefilter("ignore")
             model = peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules=lora.split(",")),
                                         autocast_adapter_dtype=False)
+    return autograd_saved_bytes(model, config["vocab_size"], batch, tokens)
+
+
+def autograd_saved_bytes(model, vocab: int, batch: int, tokens: int) -> int:
+    """Bytes of every distinct storage autograd saves during one training forward of a text
+    batch of random tokens, the model's parameters excluded."""
+    import torch
+
     model.train()
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen: dict[int, int] = {}
@@ -294,7 +302,7 @@ def saved_bytes(config: dict, precision: str, attention: str, batch: int, tokens
             seen[storage.data_ptr()] = storage.nbytes()
         return tensor
 
-    ids = torch.randint(0, config["vocab_size"], (batch, tokens))
+    ids = torch.randint(0, vocab, (batch, tokens))
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         model(input_ids=ids, labels=ids)
     return sum(seen.values())

@@ -13,6 +13,7 @@ from calculator.models.seam import catalog_model
 from calculator.models.families import traits_from_config
 from calculator.training import TrainingSetup, training_memory
 from calculator.training.peak import _stages, is_language_layer
+from tests.test_training import autograd_saved_bytes
 
 
 @pytest.mark.parametrize("key,language,tower", [
@@ -81,26 +82,6 @@ def test_a_real_tiny_model_has_the_layers_training_counts(config, language, towe
     assert tower_params > 0 and _stages(summary, spec, 1)[0].layers == 2
 
 
-def _saved_bytes(model, vocab: int, batch: int, tokens: int) -> int:
-    """Bytes of every distinct storage autograd saves during one forward of a text batch."""
-    import torch
-
-    model.train()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    ids = torch.randint(0, vocab, (batch, tokens))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=ids, labels=ids)
-    return sum(seen.values())
-
-
 def test_a_text_batch_keeps_nothing_in_the_tower():
     """Gemma 3 with and without its tower (the same text model): a text batch saves the same
     tensors in both, on the CPU; the engine gives both the same activations (before: the
@@ -113,6 +94,6 @@ def test_a_text_batch_keeps_nothing_in_the_tower():
         return training_memory(count_config(cfg), spec_from_config(make_config(cfg)), setup,
                                traits=traits_from_config(cfg)).activations_bytes
 
-    with_tower, alone = _saved_bytes(_real(config), 512, 2, 64), _saved_bytes(_real(text), 512, 2, 64)
+    with_tower, alone = autograd_saved_bytes(_real(config), 512, 2, 64), autograd_saved_bytes(_real(text), 512, 2, 64)
     assert with_tower == pytest.approx(alone, rel=0.02)
     assert engine(config) == pytest.approx(engine(text), rel=0.02)
