@@ -50,24 +50,29 @@ def _fused_kernel(module, query, key, value, attention_mask, scaling=None, **kwa
     return out.transpose(1, 2), None
 
 
-def _attention_peak(model, tokens: int) -> int:
-    """Peak live bytes while the last layer's attention runs, in the prefill of generate."""
+def live_while_running(model, module, tokens: int) -> tuple[int, int]:
+    """(live bytes when `module` starts, peak live bytes until it returns), in the prefill of
+    generate on 2 sequences of `tokens`: what one module holds inside the whole model."""
     ids, mask = dummy_inputs(model, 2, tokens)
     tracker, seen = LiveBytes(), {}
-    attention = model.model.layers[-1].self_attn
 
     def start(*_):
-        tracker.peak = tracker.current
+        tracker.peak = seen["start"] = tracker.current
 
     def end(*_):  # returns None: the module's output stays its own
         seen["peak"] = tracker.peak
 
-    hooks = (attention.register_forward_pre_hook(start), attention.register_forward_hook(end))
+    hooks = (module.register_forward_pre_hook(start), module.register_forward_hook(end))
     with tracker:
         run_inference(model, ids, mask, "generate")
     for hook in hooks:
         hook.remove()
-    return seen["peak"]
+    return seen["start"], seen["peak"]
+
+
+def _attention_peak(model, tokens: int) -> int:
+    """Peak live bytes while the last layer's attention runs, in the prefill of generate."""
+    return live_while_running(model, model.model.layers[-1].self_attn, tokens)[1]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

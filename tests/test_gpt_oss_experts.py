@@ -11,32 +11,18 @@ import pytest
 import torch
 import transformers
 
-from bench.measure import LiveBytes, dummy_inputs, measure_inference, run_inference
+from bench.measure import measure_inference
 from calculator.memory.activations import forward_phases
 from calculator.memory.inference import peak_phase
 from calculator.models.architecture import spec_from_config
 from calculator.models.meta import make_config
-from tests.test_gpt_oss_attention import tiny_gpt_oss
+from tests.test_gpt_oss_attention import live_while_running, tiny_gpt_oss
 
 
 def _experts_live(model, tokens: int) -> int:
     """Live bytes the last layer's experts add while they run, in the prefill of generate."""
-    ids, mask = dummy_inputs(model, 2, tokens)
-    tracker, seen = LiveBytes(), {}
-    experts = model.model.layers[-1].mlp.experts
-
-    def start(*_):
-        tracker.peak = seen["start"] = tracker.current
-
-    def end(*_):  # returns None: the module's output stays its own
-        seen["added"] = tracker.peak - seen["start"]
-
-    hooks = (experts.register_forward_pre_hook(start), experts.register_forward_hook(end))
-    with tracker:
-        run_inference(model, ids, mask, "generate")
-    for hook in hooks:
-        hook.remove()
-    return seen["added"]
+    start, peak = live_while_running(model, model.model.layers[-1].mlp.experts, tokens)
+    return peak - start
 
 
 def _model(intermediate: int, top_k: int, dtype: str):
