@@ -21,6 +21,24 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: unreachable at once
 
 
+def pytest_configure(config):
+    _scan_installed_components_once()
+
+
+def _scan_installed_components_once() -> None:
+    """Every new AppTest asks Streamlit to find the components of every installed package
+    (streamlit/testing/v1/app_test.py: BidiComponentManager.discover_and_register_components,
+    which parses each distribution's metadata): 0.4 s a page on this machine, two thirds of
+    tests/test_widgets.py's time. The installed packages do not change during a run, so the
+    scan runs once; a running guide scans once at start-up too (streamlit/runtime/runtime.py)."""
+    from functools import cache
+
+    from streamlit.components.v2 import manifest_scanner
+
+    if not hasattr(manifest_scanner.scan_component_manifests, "cache_info"):
+        manifest_scanner.scan_component_manifests = cache(manifest_scanner.scan_component_manifests)
+
+
 def load_test_config(name: str) -> dict:
     return json.loads((CONFIGS / f"{name}.json").read_text())
 

@@ -150,7 +150,7 @@ def test_an_unknown_page_says_so_in_the_readers_language(server, page):
 def test_an_unknown_section_says_so_and_shows_the_top(server, page):
     open_url(page, f"{server.url}/slow-model?lang=fr#no-such-section")
     notice = page.locator(".guide-missing-section")
-    notice.wait_for(timeout=10_000)
+    notice.wait_for(timeout=30_000)
     assert "« no-such-section »" in notice.inner_text().replace("\u202f", " ")
     assert page.locator("h1").first.inner_text() == "Mon modèle est très lent"
     assert page.evaluate("() => document.querySelector('h1').getBoundingClientRect().top") >= 0  # at the top

@@ -120,6 +120,12 @@ HAND_CASES = [  # what the generated cases cannot make: stdin, several values, a
     (("mcp", "--http", "0"), b"", "mcp_bad_port"),
     (("nosuch-command",), b"", "cli_usage"),
     (("catalog", BIG), b"", "cli_usage"),  # argparse's "unrecognized arguments: <10 MB>", cut
+    ((), b"", "cli_no_command"),  # `--lang fr` alone: the language before any command
+    (("estimate", ""), b"", "cli_empty_argument"),  # named MODEL, as the usage line names it
+    (("safetensors", " "), b"", "cli_empty_argument"),
+    (("serve", M, "--gpu", "l4", "--engine", "llama.cpp", "--dtype", "float16"), b"", "serve_option_other_engine"),
+    (("serve", M, "--gpu", "l4", "--engine", "llama.cpp", "--users", "8"), b"", "serve_option_other_engine"),
+    (("serve", M, "--gpu", "l4", "--slots", "8"), b"", "serve_option_other_engine"),  # llama.cpp's, given to vLLM
 ]
 
 
@@ -132,6 +138,30 @@ def test_hand_made_bad_input_gets_its_own_message(argv, stdin, code, lang):
     template = plain(text(f"error.{code}", lang))
     first_words = template.split("{")[0].strip() or template.split("}")[1].split("{")[0].strip()
     assert first_words[:20] in line, (first_words, line[:300])
+
+
+def test_the_refusal_names_what_was_given():
+    """The argument or option the reader typed is the one the line names."""
+    assert "MODEL" in refused_in("en", "estimate", "") and "--model" not in refused_in("en", "estimate", "")
+    line = refused_in("fr", "serve", M, "--gpu", "l4", "--engine", "llama.cpp", "--kv-cache-dtype", "fp8")
+    assert "--kv-cache-dtype" in line and "llama.cpp" in line
+    assert "--no-kv-unified" in refused_in("en", "serve", M, "--gpu", "l4", "--engine", "sglang", "--no-kv-unified")
+
+
+def test_the_language_may_come_before_the_command():
+    """`--lang fr` before the command is read as after it: the answer and its refusals in French."""
+    answer = run_cli("--lang", "fr", "estimate", M, "--markdown", env=ENV)
+    assert answer.returncode == 0 and "paramètres" in answer.stdout, answer.stderr[:300]
+    assert "python -m calculator estimate gpt2" in answer.stdout  # the command that reproduces it
+    assert run_cli("--lang", "fr", "estimate", M, "--gpu", "nosuch", env=ENV).stderr.startswith("erreur :")
+    own = run_cli("estimate", M, "--markdown", "--lang", "en", env=ENV)
+    assert own.returncode == 0 and "parameters" in own.stdout
+
+
+def test_llama_cpp_takes_its_own_options():
+    out = run_cli("serve", M, "--gpu", "l4", "--engine", "llama.cpp", "--slots", "2", "--cache-type", "q8_0",
+                  "--gpu-layers", "10", "--no-kv-unified", env=ENV)
+    assert out.returncode == 0 and "-np 2" in out.stdout and "q8_0" in out.stdout, out.stderr[:300]
 
 
 def test_undecodable_bytes_on_a_real_command_line():

@@ -105,6 +105,16 @@ def test_torchao_like_bitsandbytes_leaves_fused_experts_alone():
       "bnb_4bit_use_double_quant": True}, "bnb-nf4-dq"),
     ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "bnb-int8"),
     ({"quant_method": "gptq", "bits": 3}, None),
+    # torchao: TorchAoConfig.to_dict's {"default": config_to_dict(config)} (pytorch/Qwen3-8B-INT4's layout)
+    ({"quant_method": "torchao", "quant_type": {"default": {"_type": "Int4WeightOnlyConfig", "_version": 2,
+                                                            "_data": {"group_size": 128}}}}, "torchao-int4"),
+    ({"quant_method": "torchao", "quant_type": {"default": {"_type": "Int4WeightOnlyConfig",
+                                                            "_data": {"group_size": 32}}}}, None),
+    ({"quant_method": "torchao", "quant_type": {"default": {"_type": "Int8WeightOnlyConfig", "_data": {}}}},
+     "torchao-int8"),
+    ({"quant_method": "torchao", "quant_type": {"default": {"_type": "Float8DynamicActivationFloat8WeightConfig"}}},
+     None),
+    ({"quant_method": "torchao", "quant_type": "int4_weight_only"}, None),  # transformers 4's string form
     ("not a table", None),
 ])
 def test_the_shipped_format_is_read_from_the_config(quant, expected):

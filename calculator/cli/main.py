@@ -28,6 +28,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m calculator", description="Memory calculator for transformer models.")
+    # --lang before the command too, so `python -m calculator --lang fr` alone is answered in French
+    parser.add_argument("--lang", dest="lang_before_command", choices=("en", "fr"), default=None,
+                        help="the language of error messages (also accepted after the command)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     shared = parents()
     for command in COMMANDS:
@@ -38,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         answering = commands.choices[name]
         answering.add_argument("--markdown", action="store_true", help="a short Markdown answer to paste")
     for command in commands.choices.values():  # every command refuses bad input in the reader's language
-        command.add_argument("--lang", choices=("en", "fr"), default="en",
-                             help="the language of error messages and of the --markdown answer")
+        command.add_argument("--lang", choices=("en", "fr"), default=None,
+                             help="the language of error messages and of the --markdown answer (default en)")
     return parser
 
 
@@ -53,11 +56,24 @@ def _error_language(argv: list[str]) -> str:
     return "en"
 
 
-def _refuse_empty_values(args) -> None:
-    """An option given an empty or blank value (--gpu "") is refused, not read as left out."""
+def _command_actions(parser: argparse.ArgumentParser, command: str) -> dict[str, argparse.Action]:
+    """The arguments of one command, by the name its value is stored under."""
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps its subcommands there only
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return {a.dest: a for a in action.choices[command]._actions}  # noqa: SLF001
+    return {}
+
+
+def _refuse_empty_values(args, parser: argparse.ArgumentParser) -> None:
+    """An argument given an empty or blank value (--gpu "", MODEL "") is refused, not read as
+    left out; a positional argument is named as the usage line names it, not as an option."""
+    actions = _command_actions(parser, args.command)
     for key, value in vars(args).items():
         values = value if isinstance(value, list) else [value]
         if any(isinstance(v, str) and not v.strip() for v in values):
+            action = actions.get(key)
+            if action is not None and not action.option_strings:
+                raise CalculatorError("cli_empty_argument", argument=action.metavar or key.upper(), command=args.command)
             raise CalculatorError("cli_empty_value", option=key.replace("_", "-"))
 
 
@@ -74,7 +90,8 @@ def _answer(args, argv: list[str]) -> int:
     with contextlib.redirect_stdout(printed):
         code = args.run(args)
     kept, skip = [], False
-    for item in argv[1:]:  # the command line that reproduces it, without the answer's own options
+    after_command = argv[argv.index(args.command) + 1:]  # `--lang fr` may come before the command
+    for item in after_command:  # the command line that reproduces it, without the answer's own options
         if skip:
             skip = False
         elif item in ("--markdown", "--json"):
@@ -84,7 +101,7 @@ def _answer(args, argv: list[str]) -> int:
         elif not item.startswith("--lang="):
             kept.append(item)
     data = json.loads(printed.getvalue())
-    print(markdown(answer_for(argv[0], data, tuple(kept), getattr(args, "model", None)), args.lang))
+    print(markdown(answer_for(args.command, data, tuple(kept), getattr(args, "model", None)), args.lang))
     return code
 
 
@@ -92,10 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("CALCULATOR_BUILD_SPARE", "0")  # one command: no warm spare worker to pay for
     lang = _error_language(argv if argv is not None else sys.argv[1:])
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        args.lang = getattr(args, "lang", None) or args.lang_before_command or "en"
         if not getattr(args, "run", None):
             raise CalculatorError("cli_no_command")
-        _refuse_empty_values(args)
+        _refuse_empty_values(args, parser)
         if getattr(args, "markdown", False):
             return _answer(args, argv if argv is not None else sys.argv[1:])
         return args.run(args)

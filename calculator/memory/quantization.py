@@ -415,6 +415,8 @@ def shipped_format(config: dict | None) -> str | None:
         return f"{method}-4bit"
     if method == "modelopt" and str(quant.get("quant_algo") or "").upper() == "NVFP4":
         return "nvfp4"
+    if method == "torchao":
+        return _torchao_format(quant.get("quant_type"))
     if method == "bitsandbytes":
         if quant.get("load_in_8bit"):
             return "bnb-int8"
@@ -422,4 +424,20 @@ def shipped_format(config: dict | None) -> str | None:
             if str(quant.get("bnb_4bit_quant_type") or "fp4") == "fp4":
                 return "bnb-fp4"
             return "bnb-nf4-dq" if quant.get("bnb_4bit_use_double_quant") else "bnb-nf4"
+    return None
+
+
+def _torchao_format(quant_type) -> str | None:
+    """torchao's saved config (TorchAoConfig.to_dict: {"default": config_to_dict(config)}, each
+    config {"_type": class name, "_version", "_data": fields}): the weight-only configs priced
+    here, int4 in groups of 128 (the group the torchao-int4 key prices); any other is None."""
+    default = quant_type.get("default") if isinstance(quant_type, dict) else None
+    if not isinstance(default, dict):
+        return None
+    data = default.get("_data") if isinstance(default.get("_data"), dict) else {}
+    kind = default.get("_type")
+    if kind == "Int8WeightOnlyConfig":
+        return "torchao-int8"
+    if kind == "Int4WeightOnlyConfig" and data.get("group_size", DEFAULT_GROUP_SIZE) == DEFAULT_GROUP_SIZE:
+        return "torchao-int4"
     return None

@@ -68,6 +68,29 @@ def register(commands, shared) -> None:
                    help="llama.cpp: --cache-type-k/-v (default f16)")
     p.add_argument("--no-kv-unified", dest="kv_unified", action="store_false",
                    help="llama.cpp: one stream per slot of -c / -np cells instead of one shared cache")
+    # what each option defaults to, so that run() can tell an option given for another engine
+    p.set_defaults(option_defaults={dest: p.get_default(dest) for dest in (*LLAMA_CPP_ONLY, *NOT_FOR_LLAMA_CPP)})
+
+
+# Options one engine reads and the other would silently ignore: refused instead (dest names).
+LLAMA_CPP_ONLY = ("slots", "gpu_layers", "cache_type", "kv_unified")
+NOT_FOR_LLAMA_CPP = ("dtype", "kv_dtype", "tensor", "users", "utilization", "max_num_batched_tokens", "max_num_seqs",
+                     "usage_context", "cpu_offload_gb", "shared_prefix", "engine_version", "enforce_eager",
+                     "kv_cache_memory_bytes", "expert_parallel")
+OPTION_NAMES = {"kv_dtype": "kv-cache-dtype", "utilization": "gpu-memory-utilization", "kv_unified": "no-kv-unified",
+                "expert_parallel": "enable-expert-parallel"}
+
+
+def refuse_other_engines_options(args) -> None:
+    """An option the chosen engine does not read (llama.cpp's -np given to vLLM, vLLM's --dtype
+    given to llama.cpp) is refused in one line rather than silently ignored."""
+    from calculator.core.errors import CalculatorError
+
+    foreign = NOT_FOR_LLAMA_CPP if args.engine == "llama.cpp" else LLAMA_CPP_ONLY
+    for dest in foreign:
+        if getattr(args, dest) != args.option_defaults[dest]:
+            raise CalculatorError("serve_option_other_engine", option="--" + OPTION_NAMES.get(dest, dest.replace("_", "-")),
+                                  engine=args.engine)
 
 
 def run(args) -> int:
@@ -75,6 +98,7 @@ def run(args) -> int:
     from calculator.serving.sglang import SGLANG_LEGACY
     from calculator.serving.vllm import VLLM_CURRENT
 
+    refuse_other_engines_options(args)
     card = find_gpu(args.gpu)
     args.gpus = platform_gpus(args, None)
     model = resolve_model(args)
