@@ -96,7 +96,7 @@ class ResolvedCase:
     present: tuple[str, ...] = field(default_factory=tuple)  # the case names the URL sets
     headers_model: Model | None = None  # a checkpoint only its safetensors headers could count
     fields: tuple[str, ...] = ()  # the case names the chapter's bar shows
-    dtype_source: str = "given"  # "given" (the URL), "as_shipped" or "default": serving_dtype
+    dtype_source: str = "given"  # "given" (the URL), "as_shipped", "shipped_not_run" or "default": serving_dtype
 
     def __getattr__(self, name):  # case values read as attributes: resolved.batch, resolved.dtype
         if name in CASE_PARAMS and name not in ("model", "gpu"):

@@ -176,7 +176,7 @@ def test_sglang_on_the_serving_page_prices_what_serve_sglang_prices(lang, words,
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="case_dtype").value == "mxfp4"
     cli = cli_json("serve", "gpt-oss-20b", "--gpu", "mi300x", "--engine", "sglang", "--context", "8192")
-    assert cli["dtype"] != "mxfp4" and cli["dtype_source"] == "default"
+    assert cli["dtype"] != "mxfp4" and cli["dtype_source"] == "shipped_not_run"
     weights = format_bytes(cli["weights_bytes_per_gpu"], lang)
     if engine_key == "svg_engine":  # the GPU-count calculator: a table, one layout a row
         assert any(weights in str(frame.value.to_dict()) for frame in at.dataframe)

@@ -143,3 +143,52 @@ def test_the_serving_page_offers_and_prices_torchao(lang):
     assert "--dtype torchao-int4" in shown
     captions = " ".join(c.value for c in at.caption)
     assert "torchao-int8" in captions and "TorchAoConfig" in captions
+
+
+def shipped(fmt_config: dict) -> dict:
+    from calculator.models import catalog
+
+    return {**catalog.config("llama-3.1-8b"), "quantization_config": fmt_config}
+
+
+INT4_CHECKPOINT = {"quant_method": "torchao", "quant_type": {"default": {
+    "_type": "Int4WeightOnlyConfig", "_version": 2, "_data": {"group_size": 128}}}}
+
+
+def test_a_torchao_checkpoint_is_served_as_it_ships_where_the_engine_runs_it():
+    """A checkpoint saved by TorchAoConfig (its quantization_config as transformers 5 writes it)
+    is priced as it ships on an H100, and where vLLM does not run the format (torchao int4
+    below compute capability 8.0) the answer prices bfloat16 and says why."""
+    model = resolve_config(shipped(INT4_CHECKPOINT), "int4.json")
+    on_h100 = serve(model, gpu("h100"), dtype=None, context=2048, layouts=False)
+    assert (on_h100.dtype, on_h100.dtype_source) == ("torchao-int4", "as_shipped")
+    assert on_h100.replica.weights_bytes_per_gpu == weights(model, "h100", "torchao-int4")
+    on_t4 = serve(model, gpu("t4"), dtype=None, context=2048, layouts=False)
+    assert (on_t4.dtype, on_t4.dtype_source) == ("bfloat16", "shipped_not_run")
+    assert on_t4.replica.weights_bytes_per_gpu == weights(model, "t4", "bfloat16")
+
+
+@pytest.mark.parametrize("lang,words", [("en", "ships in mxfp4, which the engine does not run on the NVIDIA T4"),
+                                        ("fr", "livré en mxfp4, que le moteur n'exécute pas sur le NVIDIA T4")])
+def test_gpt_oss_on_a_t4_says_its_mxfp4_does_not_run_there(lang, words):
+    """vLLM's MXFP4 kernels start at compute capability 8.0: on a T4, `serve` without --dtype
+    prices a bfloat16 copy, and the JSON, the text and the Markdown answer say why."""
+    import json
+
+    data = json.loads(run_cli("serve", "gpt-oss-20b", "--gpu", "t4", "--json").stdout)
+    assert (data["dtype"], data["dtype_source"], data["shipped_format"]) == ("bfloat16", "shipped_not_run", "mxfp4")
+    assert "compute capability 8.0" in data["shipped_refusal"]
+    assert "ships in mxfp4, which this engine does not run here" in run_cli("serve", "gpt-oss-20b", "--gpu", "t4").stdout
+    answer = run_cli("serve", "gpt-oss-20b", "--gpu", "t4", "--markdown", "--lang", lang).stdout
+    assert words in " ".join(answer.split())
+
+
+@pytest.mark.parametrize("lang,words", [("en", "ships in mxfp4, which vLLM does not run on this card"),
+                                        ("fr", "livré en mxfp4, que vLLM n'exécute pas sur cette carte")])
+def test_the_serving_page_warns_that_the_shipped_format_does_not_run_on_the_card(lang, words):
+    from tests.apptest import open_page
+
+    at = open_page("serving", lang, model="gpt-oss-20b", gpu="t4", context="4096")
+    assert not at.exception, [e.value for e in at.exception]  # (a T4 does not hold it: errors say so)
+    warnings = " ".join(w.value for w in at.warning)
+    assert words in warnings and "8.0" in warnings

@@ -234,6 +234,9 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
                    ("serving_kv", {"per_token_bytes": data["kv_bytes_per_token"], "kv_tokens": data["kv_tokens"]})]
     if data.get("dtype_source") == "as_shipped":  # no precision asked: the checkpoint's own (serving.weights)
         assumptions.insert(3, ("serving_as_shipped", {"dtype": data["dtype"]}))
+    elif data.get("shipped_format"):  # shipped in a format the engine does not run on this card
+        assumptions.insert(3, ("serving_shipped_not_run", {"fmt": data["shipped_format"], "dtype": data["dtype"],
+                                                           "gpu": figures["gpu"]}))
     options = {"tensor": data["tensor_parallel"], "replicas": data["replicas"], "dtype": data["dtype"],
                "kv_dtype": data["kv_dtype"], "context": data["context"]}
     line = vllm_command(data["model"], **options) if data["engine"] == "vllm" else sglang_command(data["model"], **options)

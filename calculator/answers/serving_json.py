@@ -5,5 +5,15 @@ from __future__ import annotations
 
 
 def serve_json(model, plan) -> dict:
-    """The model as the command names it, then the engine's plan (serving_plan.serve)."""
-    return {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
+    """The model as the command names it, then the engine's plan (serving_plan.serve); with no
+    precision asked on a checkpoint the engine cannot run here as it ships, that format and why
+    (`shipped_format`, `shipped_refusal`: the engine's refusal, in English)."""
+    data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
+    if plan.dtype_source == "shipped_not_run":
+        from calculator.core.gpus import gpu
+        from calculator.serving.weights import shipped_refusal
+
+        refused = shipped_refusal(model, gpu(plan.gpu), plan.engine, plan.engine_version)
+        if refused is not None:
+            data["shipped_format"], data["shipped_refusal"] = refused[0], refused[1].message("en")
+    return data

@@ -108,7 +108,7 @@ class Deployment:
     enforce_eager: bool = False
     expert_parallel: bool = False
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the pool, set by hand
-    dtype_source: str = "given"  # "as_shipped": none asked, the checkpoint's format (weights.py)
+    dtype_source: str = "given"  # "as_shipped" / "shipped_not_run" / "default": none asked (weights.py)
 
     @property
     def fits(self) -> bool:

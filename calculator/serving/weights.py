@@ -155,15 +155,29 @@ def serving_precision(model, card: Gpu, engine: str, dtype: str | None,
 
 def default_weights(model, card: Gpu, engine: str, version: str | None = None) -> tuple[str, str]:
     """(precision, why) when none is asked for: the checkpoint's own format when the engine
-    runs it on this card (vLLM loads gpt-oss in MXFP4 whatever --dtype says), else bfloat16."""
+    runs it on this card (vLLM loads gpt-oss in MXFP4 whatever --dtype says), else bfloat16,
+    why being "default", or "shipped_not_run" when the checkpoint ships a format the engine
+    does not run here (shipped_refusal says why)."""
     shipped = served_format(shipped_format(model.config))
     if shipped is None:
         return "bfloat16", "default"
+    if shipped_refusal(model, card, engine, version) is not None:
+        return "bfloat16", "shipped_not_run"
+    return shipped, "as_shipped"
+
+
+def shipped_refusal(model, card: Gpu, engine: str, version: str | None = None) -> tuple[str, CalculatorError] | None:
+    """(the format the checkpoint ships, the engine's refusal) when the engine does not run that
+    format on this card (a torchao int4 checkpoint on a T4: kernels from compute capability
+    8.0); None when it does, or when the checkpoint ships a plain dtype."""
+    shipped = served_format(shipped_format(model.config))
+    if shipped is None:
+        return None
     try:
         check_served(model, card, engine, shipped, version)
-    except CalculatorError:
-        return "bfloat16", "default"
-    return shipped, "as_shipped"
+    except CalculatorError as refusal:
+        return shipped, refusal
+    return None
 
 
 def format_weights_per_gpu(summary: ModelSummary, spec: ArchSpec, fmt: str, tensor: int, card: Gpu,

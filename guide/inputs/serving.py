@@ -97,6 +97,14 @@ def shipped_note(ctx: Context, model, card, engine: str, plan) -> None:
     if plan.dtype_source == "as_shipped":
         st.info(ctx.t("serving.priced_as_shipped", fmt=plan.dtype), icon=":material/info:")
         return
+    if plan.dtype_source == "shipped_not_run":
+        from calculator.serving.weights import shipped_refusal
+
+        refused = shipped_refusal(model, card, engine, plan.engine_version)
+        if refused is not None:
+            st.warning(ctx.t("serving.shipped_not_run", fmt=refused[0], engine="vLLM" if engine == "vllm" else "SGLang",
+                             reason=refused[1].message(ctx.lang), dtype=plan.dtype), icon=":material/warning:")
+        return
     shipped, why = default_weights(model, card, engine)
     if why == "as_shipped" and shipped != plan.dtype:
         st.info(ctx.t("serving.as_shipped", fmt=shipped, dtype=plan.dtype), icon=":material/info:")
@@ -107,7 +115,7 @@ def engine_note(ctx: Context, engine: str, plan) -> bool:
     makes its own, as `serve --engine` does (calculator.serving.weights.default_weights):
     say so when they differ. True when said."""
     bar = ctx.case.dtype if ctx.case is not None and ctx.case.dtype_source == "as_shipped" else None
-    if plan.dtype_source != "default" or bar in (None, plan.dtype):
+    if plan.dtype_source not in ("default", "shipped_not_run") or bar in (None, plan.dtype):
         return False
     st.info(ctx.t("serving.engine_precision", engine=engine, fmt=bar, dtype=plan.dtype), icon=":material/info:")
     return True

@@ -141,6 +141,13 @@ def run(args) -> int:
     print(f"Sequences of {plan.context:,} tokens at once: {r.sequences:,} per replica "
           f"(the engine's concurrency figure: {r.max_concurrency:.2f}x), {plan.max_concurrent_sequences:,} in all.")
     print(f"Verdict for {plan.users} user(s): {VERDICTS[plan.verdict]}{REASONS.get(plan.reason, '')}")
+    if plan.dtype_source == "shipped_not_run":  # the checkpoint's own format does not run on this card
+        from calculator.serving.weights import shipped_refusal
+
+        refused = shipped_refusal(model, card, plan.engine, plan.engine_version)
+        if refused is not None:
+            print(f"The checkpoint ships in {refused[0]}, which this engine does not run here: "
+                  f"{refused[1].message('en')} These figures price a {plan.dtype} copy of the model.")
     layouts = [[str(lay.tensor), format_bytes(lay.weights_bytes_per_gpu), f"{lay.kv_tokens:,}",
                 f"{lay.sequences_per_replica:,}", "-" if lay.replicas is None else str(lay.replicas),
                 "-" if lay.gpus is None else str(lay.gpus)] for lay in plan.layouts]
