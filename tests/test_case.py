@@ -14,7 +14,7 @@ from calculator.core.units import format_bytes
 from guide import chapters
 from guide.case import CASE_PARAMS, Case, parse_value, read_case, whole_number
 from tests.apptest import fingerprint, open_page
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 CASE = {"model": "mistral-7b-v0.1", "gpu": "a100-40gb", "dtype": "float16", "batch": "3", "prompt": "700",
         "new_tokens": "90", "sequence": "1536", "method": "qlora", "precision": "bfloat16", "optimizer": "sgd",

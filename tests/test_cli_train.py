@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import CONFIGS
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 # The command's defaults before they became the fine-tuning chapter's: the tests below were
 # worked out for this step.

@@ -9,7 +9,7 @@ from calculator.models import catalog
 from calculator.core.budget import Budget
 from calculator.core.gpus import gpu
 from calculator.memory.inference import inference_memory, kv_cache_bytes, largest_batch, largest_context
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 KEYS = {"weights_bytes", "kv_cache_bytes", "activation_peak_bytes", "total_bytes"}
 

@@ -17,7 +17,7 @@ from calculator.memory.inference import (activation_peak_bytes, can_generate, in
 from calculator.models.seam import catalog_model
 from calculator.memory.quantization import matmul_transient_bytes, quantize_model
 from calculator.memory.speed import prefill
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 LLAMA = catalog_model("llama-3-8b")
 

@@ -14,7 +14,7 @@ from calculator.memory.kv_layers import cache_layers
 from calculator.distributed.llama_cpp import bytes_per_value, gguf_layout, kv_cache
 from calculator.models.seam import catalog_model
 from calculator.serving.plan import llamacpp_cache
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 GIB = 2**30
 

@@ -14,7 +14,7 @@ from calculator.core.gpus import gpu
 from calculator.distributed.llama_cpp import (DEFAULT_CPU_GBS, decode_seconds, gguf_layout, largest_ngl, padded_cells,
                                   plan_llama_cpp, row_bytes, split)
 from calculator.models.seam import catalog_model
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 MIB = 2**20
 # Llama-3.1-8B in Q4_K: hidden 4096, 8 key/value heads of 128, FFN 14336, vocabulary 128256.

@@ -12,7 +12,7 @@ from calculator.core.gpus import gpu
 from calculator.distributed.llama_cpp import GgufLayout, gguf_layout, plan_llama_cpp
 from calculator.distributed.llama_cpp_moe import fewest_cpu_moe, moe_split
 from calculator.models.seam import catalog_model
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 
 def paper_layout() -> GgufLayout:

@@ -283,7 +283,7 @@ def test_train_loss_flag_reaches_the_json():
     """`train --loss`: the setup's loss in the JSON and what the loss holds, by hand for
     Llama 3 8B, LoRA, 4 x 2,048 tokens (N = 8,192): full 12NV + 8N; fused, 2Nh + 16N, a
     4,096 x 32,768 bfloat16 tile, 4Nh + 2Nh. Without the flag, the Trainer's full loss."""
-    from tests.test_cli import cli
+    from tests.cli_runner import run_cli as cli
 
     n, h, v = 4 * 2048, 4096, 128_256
     default = json.loads(cli("train", "llama-3-8b", "--json").stdout)
@@ -304,7 +304,7 @@ def test_the_loss_calculator_answers_as_the_command(lang):
     from guide.format import format_bytes
     from tests.apptest import open_page
     from tests.test_answers_chapters import CASE, check_same_as_cli, metric, plain, section_answer
-    from tests.test_cli import cli
+    from tests.cli_runner import run_cli as cli
 
     at = open_page("fine-tuning", lang, **CASE, lv_loss="fused")
     assert not at.exception
@@ -366,7 +366,8 @@ def test_the_fused_loss_refuses_an_adapter_on_the_head():
 
 def test_train_refuses_the_fused_loss_with_an_adapter_on_the_head_in_one_line():
     from calculator.core.messages import text
-    from tests.test_cli import cli, cli_here
+    from tests.cli_runner import run_cli as cli
+    from tests.test_cli import cli_here
 
     result = cli("train", "llama-3-8b", "--loss", "fused", "--lora-targets", "q_proj,lm_head")
     assert result.returncode == 2 and "Traceback" not in result.stderr

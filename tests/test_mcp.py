@@ -19,8 +19,12 @@ from tests.conftest import ROOT
 
 
 def cli_json(*argv: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "calculator", *argv, "--json"], capture_output=True, cwd=ROOT,
-                          timeout=300, check=True)
+    """The command's JSON, run in this process (tests/cli_runner.py); the MCP server itself runs
+    as a real process in the stdio test."""
+    from tests.cli_runner import run_cli
+
+    done = run_cli(*argv, "--json")
+    assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 

@@ -14,7 +14,7 @@ from calculator.core.gpus import gpu
 from calculator.distributed.offload import (build_meta_model, forward_cost, plan_device_map, snippet, tokens_to_hide_transfers,
                                 zero_offload)
 from tests.conftest import load_test_config
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 from tests.test_real_models import build_real
 
 MIB = 2**20

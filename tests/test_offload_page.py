@@ -10,7 +10,7 @@ import pytest
 from calculator.core.messages import text
 from calculator.core.units import format_bytes
 from tests.apptest import open_page, texts
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 
 def metrics(at) -> dict[str, str]:

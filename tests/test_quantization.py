@@ -15,7 +15,7 @@ from calculator.models.meta import count_config
 from calculator.memory.quantization import (FORMATS, GGUF_BLOCKS, awq_bytes, bnb_int8_bytes, bnb_nf4_bytes, fp8_bytes,
                                      gguf_bytes, gguf_row_type, gptq_bytes, ladder, quant_format, quantize_model)
 from tests.conftest import load_test_config
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 FP16, U8 = 2, 1
 # Field by field, the block_q* structs of llama.cpp's ggml/src/ggml-common.h.

@@ -10,7 +10,7 @@ import pytest
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
 from calculator.serving.plan import serve
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 KEYS = {"weights_bytes_per_gpu", "activation_reserve_bytes", "kv_pool_bytes_per_gpu", "kv_bytes_per_token",
         "kv_tokens", "max_concurrent_sequences", "fits", "layouts"}

@@ -15,7 +15,7 @@ from calculator.models.seam import catalog_model
 from calculator.serving.engines import GIB
 from calculator.serving.vllm import CUDA_GRAPH_BYTES, VLLM_CURRENT
 from calculator.serving.plan import serve
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 H100 = gpu("h100")
 

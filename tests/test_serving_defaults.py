@@ -18,7 +18,7 @@ from calculator.serving.vllm import default_limits
 from calculator.serving.plan import serve
 from guide.format import format_bytes
 from tests.apptest import open_page
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 
 @pytest.mark.parametrize("key, usage, expected", [

@@ -18,7 +18,7 @@ from guide import chapters
 from guide.widgets import context_memory, quant_formats, training_memory
 from guide.inputs.common import Inputs
 from guide.inputs.training import setup_of
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 T4 = gpu("t4")
 

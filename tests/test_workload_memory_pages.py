@@ -10,7 +10,7 @@ import json
 from calculator.core.messages import text as text_of
 from guide.format import format_bytes, format_count
 from tests.apptest import fingerprint, open_page
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 
 def cli_json(*args: str) -> dict:

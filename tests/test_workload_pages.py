@@ -13,7 +13,7 @@ import pytest
 from guide import chapters
 from guide.case import Case, read_case
 from tests.apptest import fingerprint, open_page
-from tests.test_cli import cli
+from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 README = (chapters.ROOT / "README.md").read_text(encoding="utf-8")
 EXAMPLES = dict(re.findall(r"^- (generation|forward pass|sequence to sequence|speech|vision): `/slow-model\?([^`#]+)#",
