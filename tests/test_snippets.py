@@ -3,6 +3,9 @@ swapped for a tiny local model, it runs on the CPU."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import runpy
 import subprocess
 import sys
 
@@ -76,10 +79,17 @@ def test_runs_on_the_cpu_with_a_tiny_local_model(key, mode, tmp_path):
     assert repr(entry.id) in code
     script = tmp_path / "run.py"
     script.write_text(code.replace(repr(entry.id), repr(str(tmp_path / "model"))))
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "CPU" in run.stdout
+    if (key, mode) == ("llama-3-8b", "generate"):  # once as a reader runs it: a fresh interpreter
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                             env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert run.returncode == 0, run.stderr[-2000:]
+        printed = run.stdout
+    else:  # the others as a script in this process (torch is imported already: ~4 s less each)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(str(script), run_name="__main__")
+        printed = out.getvalue()
+    assert "CPU" in printed
 
 
 def test_snippet_dtypes_are_what_from_pretrained_takes():
