@@ -21,6 +21,7 @@ from calculator.core.units import format_bytes, format_count
 from calculator.models.seam import MAX_UPLOAD_BYTES
 from tests.apptest import open_page
 from tests.conftest import load_test_config
+from tests.cli_runner import run_cli  # in this process, where a test only reads the output
 from tests.test_cli import cli
 
 TINY = load_test_config("tiny-llama")
@@ -75,7 +76,7 @@ def upload(at, name: str, content: bytes, mime: str = "application/json"):
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_catalog_model_equals_the_cli(lang):
     at = estimator(lang, es_model="mistralai/Mixtral-8x7B-v0.1", es_dtypes=["float32", "int4"])
-    data = json.loads(cli("estimate", "mixtral-8x7b-v0.1", "--dtypes", "float32", "int4", "--json").stdout)
+    data = json.loads(run_cli("estimate", "mixtral-8x7b-v0.1", "--dtypes", "float32", "int4", "--json").stdout)
     rows = cells(at)[1:]
     assert [row[0] for row in rows] == ["float32", "int4"]
     for row, expected in zip(rows, data["rows"]):
@@ -107,7 +108,7 @@ def test_csv_holds_the_cli_rows():
     # The bytes served are what to_csv makes of the model and the precisions on the page.
     model = resolve("gpt2")
     text = to_csv(model.name, model.summary, rows_for(model.summary, ["float32", "bfloat16", "int4"]))
-    data = json.loads(cli("estimate", "gpt2", "--dtypes", "float32", "bfloat16", "int4", "--json").stdout)
+    data = json.loads(run_cli("estimate", "gpt2", "--dtypes", "float32", "bfloat16", "int4", "--json").stdout)
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [r["dtype"] for r in rows] == ["float32", "bfloat16", "int4"]
     for row, expected in zip(rows, data["rows"]):
@@ -260,7 +261,7 @@ def test_quantized_checkpoint_shows_the_model_and_what_is_stored(hub):
 def test_uploaded_config_is_counted_and_equals_the_cli(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(TINY))
-    data = json.loads(cli("estimate", str(path), "--json").stdout)
+    data = json.loads(run_cli("estimate", str(path), "--json").stdout)
     at = upload(estimator(), "config.json", json.dumps(TINY).encode())
     assert [row[2] for row in cells(at)[1:]] == [format_bytes(r["total_bytes"]) for r in data["rows"]]
     assert any("your file" in m.value for m in at.markdown)

@@ -15,6 +15,7 @@ from calculator.models.seam import header_count_reason
 from calculator.models.meta import count_config
 from calculator.models.safetensors import MAX_SHARDS, count_tensors, read_headers, unit_of
 from tests.conftest import load_test_config
+from tests.cli_runner import run_cli
 from tests.test_cli import cli
 
 
@@ -172,7 +173,7 @@ def test_cli_safetensors_json_and_table(hub, checkpoints):
 
 
 def test_cli_safetensors_bad_id_is_one_line():
-    out = cli("safetensors", "not/a/hub/id")
+    out = run_cli("safetensors", "not/a/hub/id")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Hub id" in out.stderr
 
 
