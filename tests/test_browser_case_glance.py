@@ -87,6 +87,7 @@ def test_the_case_is_remembered_in_the_browser_and_forgotten(server, browser):
         _wait_for_query(page, "gpu", "a100-80gb")
         wait_until(page, "() => (localStorage.getItem('guide.case') || '').includes('a100-80gb')")
         assert _stored(page) == {"gpu": "a100-80gb"}  # the model stayed the chapter's: nothing to keep
+        page.close()  # (a tab left open keeps drawing its charts beside the next one)
 
         # A fresh tab on another chapter, no case in its link: the card comes back.
         fresh = context.new_page()
@@ -105,6 +106,7 @@ def test_the_case_is_remembered_in_the_browser_and_forgotten(server, browser):
         # Forget: the browser holds nothing, and a fresh tab opens on the chapter's defaults.
         linked.get_by_role("button", name="Forget my case").click()
         wait_until(linked, "() => localStorage.getItem('guide.case') === null")
+        linked.close()
         last = context.new_page()
         open_url(last, f"{server.url}/oom?lang=en")
         last.wait_for_timeout(1500)

@@ -61,6 +61,7 @@ def test_a_shared_estimator_url_reopens_the_estimate(server, browser, page):
                  "es_base=true", "es_gpus=NVIDIA+H100+SXM"):
         assert part in shared, part
     assert shared.endswith("#estimate")
+    page.close()  # (a tab left open keeps drawing beside the next one)
     other = browser.new_context(locale="en-US").new_page()
     open_url(other, shared)
     assert heading_in_view(other, "estimate")
