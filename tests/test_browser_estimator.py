@@ -27,12 +27,18 @@ def exported_table(page) -> str:
     """The markdown export (the table as shown), read from the page: the widget's last expander
     (the first one holds the calculator's own changes to the case)."""
     widget = page.locator(WIDGET)
-    export = widget.locator("[data-testid='stExpander']").last
-    if export.locator("details").get_attribute("open") is None:
-        export.locator("summary").click()
-    code = export.locator("code")
-    code.wait_for()
-    return code.inner_text()
+    for attempt in range(3):  # under load a rerun can redraw the widget under the click: open it again
+        wait_for_page(page)
+        export = widget.locator("[data-testid='stExpander']").last
+        if export.locator("details").get_attribute("open") is None:
+            export.locator("summary").click()
+        code = export.locator("code")
+        try:
+            code.wait_for(timeout=15_000)
+            return code.inner_text()
+        except Exception:
+            if attempt == 2:
+                raise
 
 
 def wait_for_widget_text(page, text: str, timeout: float = 30_000, where: str = WIDGET) -> None:
