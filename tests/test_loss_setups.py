@@ -202,35 +202,14 @@ def measured_peak(build, loss_of) -> tuple[int, int]:
     AdamW, zero_grad), everything built inside the meter; and the peak of its forward alone."""
     import torch
 
-    from bench.measure import LiveBytes
+    from tests.training_steps import two_steps
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small products: a second thread only spins on a shared machine
     try:
-        return _two_steps(build, loss_of, LiveBytes)
+        return two_steps(build, loss_of, VOCAB, BATCH, SEQUENCE)
     finally:
         torch.set_num_threads(threads)
-
-
-def _two_steps(build, loss_of, LiveBytes) -> tuple[int, int]:
-    import torch
-
-    with LiveBytes() as meter:
-        model = build()
-        model.train()
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, foreach=False)
-        generator = torch.Generator().manual_seed(1)
-        for _ in range(2):
-            ids = torch.randint(0, VOCAB, (BATCH, SEQUENCE), generator=generator)
-            meter.peak = meter.current
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = loss_of(model, ids)
-            forward = meter.peak
-            loss.backward()
-            del loss
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        return meter.peak, forward
 
 
 def predicted(config: dict, loss: str):

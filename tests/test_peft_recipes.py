@@ -7,7 +7,6 @@ fine-tuning chapter gives for these recipes."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
@@ -45,30 +44,15 @@ def measured_peak(build, autocast: bool, metrics: bool = False) -> int:
     everything built inside the meter. metrics: the step trl's SFTTrainer takes, whose
     compute_loss holds the model's outputs (logits included) while it computes token metrics;
     they are released when compute_loss returns, before the Trainer's backward."""
-    import torch
+    from tests.training_steps import two_steps
 
-    from bench.measure import LiveBytes
+    def loss_of(model, ids):
+        outputs = model(input_ids=ids, labels=ids)
+        if metrics:
+            token_metrics(outputs.logits)
+        return outputs.loss  # the outputs go with this frame, before the backward
 
-    with LiveBytes() as meter:
-        model = build()
-        model.train()
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, foreach=False)
-        generator = torch.Generator().manual_seed(1)
-        for _ in range(2):
-            ids = torch.randint(0, 2000, (BATCH, SEQUENCE), generator=generator)
-            meter.peak = meter.current
-            context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-            with context:
-                outputs = model(input_ids=ids, labels=ids)
-                if metrics:
-                    token_metrics(outputs.logits)
-                loss = outputs.loss
-            del outputs
-            loss.backward()
-            del loss
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        return meter.peak
+    return two_steps(build, loss_of, 2000, BATCH, SEQUENCE, autocast)[0]
 
 
 def predicted(config: dict, **setup) -> int:
