@@ -214,6 +214,7 @@ def _methods_verdict(data: dict, figures: dict) -> tuple[str, dict]:
 
 
 def serve(data: dict, argv: tuple[str, ...]) -> Answer:
+    from calculator.serving.engines import ENGINE_NAMES
     from calculator.serving.launch import sglang_command, vllm_command
 
     if data.get("engine") == "llama.cpp":  # llama-server's buffers: the llama-cpp command answers them
@@ -221,7 +222,7 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
 
         raise CalculatorError("answer_llamacpp_serve")
     figures = {"model": data["model"], "gpus": data["gpus"], "gpu": _card_name(data["gpu"]),
-               "engine": "vLLM" if data["engine"] == "vllm" else "SGLang", "kv_pool_bytes": data["kv_pool_bytes_per_gpu"],
+               "engine": ENGINE_NAMES[data["engine"]], "kv_pool_bytes": data["kv_pool_bytes_per_gpu"],
                "kv_tokens": data["kv_tokens"], "sequences": data["max_concurrent_sequences"],
                "context": data["context"], "users": data["users"]}
     assumptions = [("model", {"model": data["model"], "model_class": "auto"}),

@@ -43,6 +43,7 @@ GIB = 2**30
 BLOCK_TOKENS = 16  # vLLM's default block size on CUDA (platforms/cuda.py)
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 ENGINES = ("vllm", "sglang")
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}  # as the engines write their own names
 KV_DTYPES = ("auto", "float32", "float16", "bfloat16", "float8")
 
 MAX_TENSOR = 16

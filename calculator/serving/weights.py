@@ -161,7 +161,9 @@ def default_weights(model, card: Gpu, engine: str, version: str | None = None) -
     shipped = served_format(shipped_format(model.config))
     if shipped is None:
         return "bfloat16", "default"
-    if shipped_refusal(model, card, engine, version) is not None:
+    try:
+        check_served(model, card, engine, shipped, version)
+    except CalculatorError:
         return "bfloat16", "shipped_not_run"
     return shipped, "as_shipped"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.serving.engines import ENGINES, KV_DTYPES, WEIGHT_DTYPES
+from calculator.serving.engines import ENGINE_NAMES, ENGINES, KV_DTYPES, WEIGHT_DTYPES
 from calculator.serving.weights import SERVED_FORMATS
 from guide.format import format_count
 from guide.widgets import Context
@@ -102,7 +102,7 @@ def shipped_note(ctx: Context, model, card, engine: str, plan) -> None:
 
         refused = shipped_refusal(model, card, engine, plan.engine_version)
         if refused is not None:
-            st.warning(ctx.t("serving.shipped_not_run", fmt=refused[0], engine="vLLM" if engine == "vllm" else "SGLang",
+            st.warning(ctx.t("serving.shipped_not_run", fmt=refused[0], engine=ENGINE_NAMES[engine],
                              reason=refused[1].message(ctx.lang), dtype=plan.dtype), icon=":material/warning:")
         return
     shipped, why = default_weights(model, card, engine)

@@ -94,6 +94,7 @@ def refuse_other_engines_options(args) -> None:
 
 
 def run(args) -> int:
+    from calculator.serving.engines import ENGINE_NAMES
     from calculator.serving.plan import serve
     from calculator.serving.sglang import SGLANG_LEGACY
     from calculator.serving.vllm import VLLM_CURRENT
@@ -116,7 +117,7 @@ def run(args) -> int:
         print_json(serve_json(model, plan))
         return 0
     r = plan.replica
-    engine = f"vLLM {plan.engine_version}" if plan.engine == "vllm" else f"SGLang {plan.engine_version}"
+    engine = f"{ENGINE_NAMES[plan.engine]} {plan.engine_version}"
     share = "of the total" if plan.engine == "vllm" else "of the free memory at start"
     print(f"Model: {model.name} ({model.source})   {engine}   {plan.gpus} x {card.name}, tensor parallel "
           f"{plan.tensor} ({plan.replicas} replica{'s' if plan.replicas > 1 else ''})   {plan.dtype} weights, "
