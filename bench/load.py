@@ -32,6 +32,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench import processes
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, GuideServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +61,7 @@ def machine_busy_seconds() -> float:
 
 
 class MemorySampler:
-    """The server's resident memory (its process and children), sampled twice a second."""
+    """The server's memory (its process resident, its descendants' share), sampled twice a second."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -71,16 +72,12 @@ class MemorySampler:
 
     @staticmethod
     def _rss_of(pid: int) -> int:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
+        return processes.resident_bytes(pid)
 
     def _rss(self) -> int:
-        return sum(self._rss_of(pid) for pid in [self.pid, *self._children()])
+        """The server's resident bytes and its descendants' share (PSS): the build workers
+        share most of their pages with their template, and RSS would count them twice."""
+        return self._rss_of(self.pid) + sum(processes.proportional_bytes(p) for p in self._children())
 
     def cpu_seconds(self) -> float:
         """CPU time the server process has used so far (user + system, its threads included)."""
@@ -91,23 +88,13 @@ class MemorySampler:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def _children(self) -> list[int]:
-        """Every child of the server: each thread lists its own (the build workers are
-        started from the script threads, not the main one)."""
-        found = []
-        try:
-            tasks = list(Path(f"/proc/{self.pid}/task").iterdir())
-        except OSError:
-            return []
-        for task in tasks:
-            try:
-                found += [int(p) for p in (task / "children").read_text().split()]
-            except OSError:
-                pass
-        return found
+        """Every descendant of the server: the worker template and the workers it forked."""
+        return processes.descendants(self.pid)
 
     def split(self) -> tuple[int, list[int]]:
-        """Resident bytes now: the server process alone, and each of its build workers."""
-        return self._rss_of(self.pid), [self._rss_of(pid) for pid in self._children()]
+        """Bytes now: the server process alone (resident), and each of its descendants (the
+        worker template and the build workers, PSS)."""
+        return self._rss_of(self.pid), [processes.proportional_bytes(pid) for pid in self._children()]
 
     def _run(self) -> None:
         start = time.perf_counter()

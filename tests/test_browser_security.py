@@ -5,8 +5,6 @@ paths of any depth, the headers every answer carries, and the page's language.""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 import threading
 import time
 import urllib.error
@@ -14,6 +12,7 @@ import urllib.request
 
 import pytest
 
+from bench.processes import tree_bytes
 from calculator.models import catalog
 from guide import chapters
 from guide.markdown import Heading, parse
@@ -29,24 +28,6 @@ def server():
     guide = GuideServer({"CALCULATOR_BUILD_SECONDS": str(BUILD_SECONDS)}).wait()
     yield guide
     guide.stop()
-
-
-def tree_rss(pid: int) -> tuple[int, int]:
-    """Resident bytes of a process, and of it with all its children (build workers are
-    started from the script threads: each thread has its own list of children)."""
-    def rss(p) -> int:
-        try:
-            return int(Path(f"/proc/{p}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            return 0
-    children = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            children += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    own = rss(pid)
-    return own, own + sum(rss(c) for c in children)
 
 
 def last_heading(slug: str, lang: str) -> str:
@@ -68,12 +49,12 @@ def test_a_config_too_large_to_build_while_another_reader_works(server, browser,
     labels.write_text(json.dumps({**catalog.config("bert-base-cased"), "architectures": ["BertForSequenceClassification"],
                                   "num_labels": 100_000_000}))
     peaks = {"own": 0, "tree": 0}
-    before_own, before_tree = tree_rss(server.process.pid)
+    before_own, before_tree = tree_bytes(server.process.pid)
     stop = threading.Event()
 
     def sample():
         while not stop.is_set():
-            own, tree = tree_rss(server.process.pid)
+            own, tree = tree_bytes(server.process.pid)
             peaks["own"], peaks["tree"] = max(peaks["own"], own), max(peaks["tree"], tree)
             stop.wait(0.2)
 

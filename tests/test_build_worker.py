@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from calculator.models import builder
+from calculator.models import builder, worker_template
 
 from calculator.models import catalog
 from calculator.core.errors import CalculatorError
@@ -139,7 +139,10 @@ def test_an_idle_server_retires_its_second_worker_on_time(limits):
 
 
 def worker_processes() -> list[int]:
-    """This process's build workers still running (their /proc entries, zombies left out)."""
+    """This process's build workers still running (their /proc entries, zombies left out):
+    spawned by this process, or forked by its template (which is not a worker itself)."""
+    template = worker_template._template.process.pid if worker_template._template else None
+    parents = {os.getpid(), template}
     found = []
     for entry in Path("/proc").iterdir():
         try:
@@ -148,7 +151,8 @@ def worker_processes() -> list[int]:
         except (OSError, ValueError):
             continue
         fields = stat.rsplit(")", 1)[-1].split()
-        if b"calculator.models.build_worker" in cmdline and int(fields[1]) == os.getpid() and fields[0] != "Z":
+        if (b"calculator.models.build_worker" in cmdline and int(fields[1]) in parents and fields[0] != "Z"
+                and int(entry.name) != template):
             found.append(int(entry.name))
     return found
 

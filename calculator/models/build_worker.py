@@ -1,7 +1,8 @@
 """The worker process that builds models from configs (python -m calculator.models.build_worker).
 
-Started and fed by calculator.models.builder: it imports torch and transformers once, says it is
-ready, then answers requests one at a time, each a frame (an 8-byte length, then a pickle)
+Started and fed by calculator.models.builder, either forked from the warm template (`--template
+FD`, calculator/models/worker_template.py) or spawned on its own; it imports torch and
+transformers (the template did it once for every worker it forks), says it is ready, then answers requests one at a time, each a frame (an 8-byte length, then a pickle)
 on its standard input, with a frame on its standard output. It never reads anything else
 and stops at the end of its input (its parent is gone). Its own limits back up the parent's
 watch: its address space is capped a little above what one build may use, so a runaway
@@ -131,16 +132,8 @@ def _warm_up() -> None:
     meta.count(config)
 
 
-def main() -> int:
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # anything printed by the libraries stays out of the frames
-    memory = int(os.environ.get("CALCULATOR_WORKER_MEMORY_BYTES", "0"))
-    seconds = float(os.environ.get("CALCULATOR_WORKER_SECONDS", "0"))
-    try:
-        _warm_up()
-    except Exception as exc:  # a broken install: say so and stop
-        write_frame(stdout, ("failed", f"{type(exc).__name__}: {exc}"[:200]))
-        return 1
+def serve(stdin, stdout, memory: int, seconds: float) -> int:
+    """Answer requests, one frame each, until the end of `stdin` or a build past a limit."""
     if memory:
         # Room for the build's own memory, twice over: the parent's watch on the resident
         # size is the limit readers see; this only stops a runaway allocation at once.
@@ -173,6 +166,23 @@ def main() -> int:
             write_frame(stdout, ("memory", None))
         if reply[0] in ("memory", "time"):
             return 0  # whatever was half built is gone with this process
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--template"]:
+        from calculator.models.worker_template import run_template
+
+        return run_template(int(sys.argv[2]), _warm_up, serve)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # anything printed by the libraries stays out of the frames
+    memory = int(os.environ.get("CALCULATOR_WORKER_MEMORY_BYTES", "0"))
+    seconds = float(os.environ.get("CALCULATOR_WORKER_SECONDS", "0"))
+    try:
+        _warm_up()
+    except Exception as exc:  # a broken install: say so and stop
+        write_frame(stdout, ("failed", f"{type(exc).__name__}: {exc}"[:200]))
+        return 1
+    return serve(stdin, stdout, memory, seconds)
 
 
 if __name__ == "__main__":
