@@ -172,7 +172,7 @@ def main() -> int:
     if sys.argv[1:2] == ["--template"]:
         from calculator.models.worker_template import run_template
 
-        return run_template(int(sys.argv[2]), _warm_up, serve)
+        os._exit(run_template(int(sys.argv[2]), _warm_up, serve))  # nothing to tear down: no second of it
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # anything printed by the libraries stays out of the frames
     memory = int(os.environ.get("CALCULATOR_WORKER_MEMORY_BYTES", "0"))
