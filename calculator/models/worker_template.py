@@ -39,6 +39,7 @@ import queue
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGE_BYTES = 1 << 16
+MAX_EXITS_KEPT = 256
 # Names that change under a running process without changing what a build does.
 VOLATILE_ENVIRON = frozenset({"PYTEST_CURRENT_TEST", "CALCULATOR_WORKER_MEMORY_BYTES", "CALCULATOR_WORKER_SECONDS"})
 SUPPORTED = sys.platform.startswith("linux") and hasattr(socket, "send_fds")
@@ -210,6 +211,8 @@ class Template:
             if message[0] == "exited":
                 with self._changed:
                     self._exits[message[1]] = message[2]
+                    while len(self._exits) > MAX_EXITS_KEPT:  # codes nobody asked for
+                        del self._exits[next(iter(self._exits))]
                     self._changed.notify_all()
             else:
                 self._forked.put(message)
@@ -233,6 +236,7 @@ class Template:
             os.close(stdout_read)
             if reply is not None and reply[0] == "not_forked":
                 raise NotForked(reply[1])
+            self.close()  # a late reply would answer the next fork: this template is done
             raise TemplateFailed(None, self.process.poll())
         return ForkedProcess(self, reply[1], stdin_write, stdout_read)
 
@@ -246,9 +250,10 @@ class Template:
         """How the worker `pid` ended, once the template has reaped it (None: not yet)."""
         with self._changed:
             self._changed.wait_for(lambda: pid in self._exits or self.gone, timeout)
-            return self._exits.get(pid)
+            return self._exits.pop(pid, None)  # asked once: the process keeps it
 
     def close(self) -> None:
+        self.gone = True
         try:
             self.control.shutdown(socket.SHUT_RDWR)
         except OSError:
