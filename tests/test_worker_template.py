@@ -40,11 +40,11 @@ def one_worker(pool: builder.Pool, vocab: int) -> builder.Worker:
 
 def test_workers_are_forked_from_one_template_that_outlives_the_pool(fresh_pool):
     first = one_worker(fresh_pool(), 50_001)
-    template = worker_template._template
+    template = worker_template.current_template()
     assert isinstance(first.process, worker_template.ForkedProcess)
     assert parent_of(first.pid) == template.process.pid != os.getpid()
     second = one_worker(fresh_pool(), 50_002)  # a new pool: a new worker, the same template
-    assert worker_template._template is template and parent_of(second.pid) == template.process.pid
+    assert worker_template.current_template() is template and parent_of(second.pid) == template.process.pid
 
 
 def test_a_killed_worker_reports_the_signal(fresh_pool):
@@ -56,21 +56,24 @@ def test_a_killed_worker_reports_the_signal(fresh_pool):
 
 def test_a_dead_template_is_replaced(fresh_pool):
     one_worker(fresh_pool(), 50_004)
-    old = worker_template._template
+    old = worker_template.current_template()
     old.process.kill()
     old.process.wait()
     worker = one_worker(fresh_pool(), 50_005)
-    assert worker_template._template is not old and parent_of(worker.pid) == worker_template._template.process.pid
+    assert worker_template.current_template() is not old and parent_of(worker.pid) == worker_template.current_template().process.pid
 
 
 def test_a_changed_environment_gets_its_own_template(fresh_pool, monkeypatch):
     one_worker(fresh_pool(), 50_006)
-    old = worker_template._template
+    old = worker_template.current_template()
     monkeypatch.setenv("CALCULATOR_TEMPLATE_TEST", "1")
     worker = one_worker(fresh_pool(), 50_007)
-    assert worker_template._template is not old
-    assert dict(worker_template._template.key).get("CALCULATOR_TEMPLATE_TEST") == "1"
+    changed = worker_template.current_template()
+    assert changed is not old and dict(changed.key).get("CALCULATOR_TEMPLATE_TEST") == "1"
     assert b"CALCULATOR_TEMPLATE_TEST=1" in Path(f"/proc/{worker.pid}/environ").read_bytes()
+    monkeypatch.delenv("CALCULATOR_TEMPLATE_TEST")
+    one_worker(fresh_pool(), 50_009)  # the environment as it was: its template, still warm
+    assert worker_template.current_template() is old and old.alive()
 
 
 def test_a_template_that_will_not_fork_leaves_the_pool_spawning(fresh_pool, monkeypatch):

@@ -21,6 +21,10 @@ The control socket (AF_UNIX, SOCK_SEQPACKET: one message per send) carries pickl
 The template is the forked workers' parent: it reaps them and reports how each ended, and
 kills one only while it has not reaped it (a pid is never reused under it). It stops at the end
 of its control socket (the pool's process is gone). Linux only; elsewhere the pool spawns.
+
+A template imports modules that read the environment once (huggingface_hub's endpoint, ...),
+so each environment gets its own: a server has one; a process whose environment changes (tests)
+keeps the two used last, and each worker's environment is set to the pool's when it is forked.
 """
 
 from __future__ import annotations
@@ -298,28 +302,38 @@ class ForkedProcess:
         return self.returncode
 
 
-_template: Template | None = None
+# A template per environment (a server's never changes; a test may change it and back), the
+# least recently used closed beyond MAX_TEMPLATES.
+MAX_TEMPLATES = 2
+_templates: dict[frozenset, Template] = {}
 _template_lock = threading.Lock()
-atexit.register(lambda: close_template())
+atexit.register(lambda: close_templates())
 
 
 def fork_worker(memory: int, seconds: float, environ: dict[str, str], start_seconds: float) -> ForkedProcess:
-    """A worker forked from the process's template, started (or restarted, when the
-    environment changed or it died) as needed."""
-    global _template
+    """A worker forked from the template of this environment, started (or restarted, when it
+    died) as needed."""
+    key = environ_key(environ)
     with _template_lock:
-        if _template is not None and (not _template.alive() or _template.key != environ_key(environ)):
-            _template.close()  # its workers keep running: they answer their pool, not it
-            _template = None
-        if _template is None:
-            _template = Template(environ, start_seconds)
-        template = _template
+        template = _templates.pop(key, None)
+        if template is not None and not template.alive():
+            template.close()  # its workers keep running: they answer their pool, not it
+            template = None
+        if template is None:
+            template = Template(environ, start_seconds)
+        _templates[key] = template  # the most recently used last
+        while len(_templates) > MAX_TEMPLATES:
+            _templates.pop(next(iter(_templates))).close()
     return template.fork(memory, seconds, environ, start_seconds)
 
 
-def close_template() -> None:
-    global _template
+def current_template() -> Template | None:
+    """The template used last (tests and benchmarks read its process)."""
     with _template_lock:
-        if _template is not None:
-            _template.close()
-            _template = None
+        return next(reversed(_templates.values()), None)
+
+
+def close_templates() -> None:
+    with _template_lock:
+        while _templates:
+            _templates.popitem()[1].close()
