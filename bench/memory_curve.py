@@ -11,8 +11,9 @@ doing at once what readers do:
 - the other uploads a distinct config.json through the case bar's file input (the popover's
   uploader; a new file replaces the last), 100 times, each built afresh too.
 Each step ends when the case summary names the new model and the page has finished its run.
-The two meet at 0, 10, 25, 50 and 100 steps, where the server process's resident size and each
-build worker's are read apart (/proc; the workers are the server's children), so the curve
+The two meet at 0, 10, 25, 50 and 100 steps, where the server process's resident size and the
+build processes' share are read apart (/proc; the worker template is the server's child, the
+workers its children, and they share pages: each is read by its PSS), so the curve
 says which of the two grows. Builds run with the production limits, except the time limit
 (60 s instead of 20 s: on a starved machine a small build can wait that long for a core).
 
@@ -102,7 +103,7 @@ async def type_model(page, name: str) -> None:
 
 def progress(slug: str, kind: str, step: int, memory: MemorySampler, started: float) -> dict:
     now = reading(memory)
-    print(f"  [{slug or 'home'}] {kind} {step}: server {now['server'] / MiB:.0f} MiB, {now['worker_count']} workers "
+    print(f"  [{slug or 'home'}] {kind} {step}: server {now['server'] / MiB:.0f} MiB, {now['worker_count']} build processes "
           f"{now['workers'] / MiB:.0f} MiB, {time.perf_counter() - started:.0f} s", flush=True)
     return now
 
@@ -245,8 +246,8 @@ def print_chapter(row: dict, flush: bool = False) -> None:
     curve = row["curve"]
     cells = ", ".join(f"{step}: {r['server'] / MiB:.0f} + {r['workers'] / MiB:.0f} ({r['worker_count']})"
                       for step, r in sorted(curve.items()))
-    print(f"\n{row['chapter']}: {row['seconds']:.0f} s, errors {len(row['errors'])}; server + workers MiB "
-          f"(workers) at {cells}; flat: {flat(curve) if len(curve) > 1 else '-'}", flush=flush)
+    print(f"\n{row['chapter']}: {row['seconds']:.0f} s, errors {len(row['errors'])}; server + build processes MiB "
+          f"(how many) at {cells}; flat: {flat(curve) if len(curve) > 1 else '-'}", flush=flush)
     for line in row["errors"][:5]:
         print(f"  ! {line}", flush=flush)
 
@@ -290,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
         results = asyncio.run(run(hub, chapters, args.steps, args.parallel))
     finally:
         hub.stop()
-    print(f"\nserver + build workers (how many), MiB resident, after N distinct Hub ids and N distinct uploads; "
+    print(f"\nserver (resident) + build processes (template and workers, PSS; how many), MiB, after N distinct Hub ids and N distinct uploads; "
           f"{time.perf_counter() - started:.0f} s in all\n")
     print(table(results))
     if args.json:
