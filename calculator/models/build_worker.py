@@ -1,9 +1,10 @@
 """The worker process that builds models from configs (python -m calculator.models.build_worker).
 
-Started and fed by calculator.models.builder, either forked from the warm template (`--template
-FD`, calculator/models/worker_template.py) or spawned on its own; it imports torch and
-transformers (the template did it once for every worker it forks), says it is ready, then answers requests one at a time, each a frame (an 8-byte length, then a pickle)
-on its standard input, with a frame on its standard output. It never reads anything else
+Started and fed by calculator.models.builder: forked from the warm template (`--template FD`,
+calculator/models/worker_template.py, which imported torch and transformers once for every
+worker it forks) or spawned on its own and importing them itself. It says it is ready, then
+answers requests one at a time, each a frame (an 8-byte length, then a pickle) on its standard
+input, with a frame on its standard output. It never reads anything else
 and stops at the end of its input (its parent is gone). Its own limits back up the parent's
 watch: its address space is capped a little above what one build may use, so a runaway
 allocation fails here with MemoryError instead of taking the machine's memory, and an alarm

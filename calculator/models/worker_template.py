@@ -37,9 +37,9 @@ import signal
 import socket
 import subprocess
 import sys
+import queue
 import threading
 from pathlib import Path
-import queue
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGE_BYTES = 1 << 16
@@ -104,7 +104,10 @@ def _obey(message, fds, children: set[int], control, wake: tuple[int, int], serv
         if message[1] in children:  # not reaped yet: the pid is still this child's
             os.kill(message[1], signal.SIGKILL)
         return
-    if message[0] != "fork" or len(fds) != 2:
+    if message[0] != "fork":
+        return
+    if len(fds) != 2:  # (out of descriptors here: the kernel cut them) answered, not left waiting
+        _send(control, ("not_forked", f"{len(fds)} descriptors received"))
         return
     if _threads() != 1:
         _send(control, ("not_forked", f"the template runs {_threads()} threads"))
