@@ -6,6 +6,7 @@ really holds."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -36,7 +37,7 @@ def descendants(pid: int) -> list[int]:
 
 def resident_bytes(pid: int) -> int:
     try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * 4096
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return 0
 
