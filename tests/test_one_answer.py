@@ -22,7 +22,8 @@ def test_the_serving_case_takes_the_engines_precision_when_the_url_names_none():
     assert serving_dtype(serving, (), oss, card)[0].dtype == "mxfp4"
     assert serving_dtype(serving, (), oss, card)[1] == "as_shipped"
     assert serving_dtype(serving, (), llama, card)[1] == "default"
-    assert serving_dtype(serving, (), oss, gpu("v100-32gb"))[0].dtype == "bfloat16"  # MXFP4 needs 8.0 in vLLM
+    # MXFP4 needs 8.0 in vLLM, and so does bfloat16: its --dtype auto serves the copy in float16
+    assert serving_dtype(serving, (), oss, gpu("v100-32gb"))[0].dtype == "float16"
     given = Case(dtype="bfloat16", dtype_as_shipped=True)
     assert serving_dtype(given, ("dtype",), oss, card) == (given, "given")  # the link's precision wins
     assert serving_dtype(Case(), (), oss, card)[0].dtype == "bfloat16"  # other chapters: their own default

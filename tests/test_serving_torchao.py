@@ -158,25 +158,28 @@ INT4_CHECKPOINT = {"quant_method": "torchao", "quant_type": {"default": {
 def test_a_torchao_checkpoint_is_served_as_it_ships_where_the_engine_runs_it():
     """A checkpoint saved by TorchAoConfig (its quantization_config as transformers 5 writes it)
     is priced as it ships on an H100, and where vLLM does not run the format (torchao int4
-    below compute capability 8.0) the answer prices bfloat16 and says why."""
+    below compute capability 8.0) the answer prices the copy vLLM's --dtype auto would serve
+    (float16 on a T4, which has no bfloat16 either) and says why."""
     model = resolve_config(shipped(INT4_CHECKPOINT), "int4.json")
     on_h100 = serve(model, gpu("h100"), dtype=None, context=2048, layouts=False)
     assert (on_h100.dtype, on_h100.dtype_source) == ("torchao-int4", "as_shipped")
     assert on_h100.replica.weights_bytes_per_gpu == weights(model, "h100", "torchao-int4")
     on_t4 = serve(model, gpu("t4"), dtype=None, context=2048, layouts=False)
-    assert (on_t4.dtype, on_t4.dtype_source) == ("bfloat16", "shipped_not_run")
-    assert on_t4.replica.weights_bytes_per_gpu == weights(model, "t4", "bfloat16")
+    assert (on_t4.dtype, on_t4.dtype_source) == ("float16", "shipped_not_run")
+    assert on_t4.replica.weights_bytes_per_gpu == weights(model, "t4", "float16")
 
 
 @pytest.mark.parametrize("lang,words", [("en", "ships in mxfp4, which the engine does not run on the NVIDIA T4"),
                                         ("fr", "livré en mxfp4, que le moteur n'exécute pas sur le NVIDIA T4")])
 def test_gpt_oss_on_a_t4_says_its_mxfp4_does_not_run_there(lang, words):
     """vLLM's MXFP4 kernels start at compute capability 8.0: on a T4, `serve` without --dtype
-    prices a bfloat16 copy, and the JSON, the text and the Markdown answer say why."""
+    prices the copy its --dtype auto serves there (float16: no bfloat16 below 8.0 either), and
+    the JSON, the text and the Markdown answer say why."""
     import json
 
     data = json.loads(run_cli("serve", "gpt-oss-20b", "--gpu", "t4", "--json").stdout)
-    assert (data["dtype"], data["dtype_source"], data["shipped_format"]) == ("bfloat16", "shipped_not_run", "mxfp4")
+    assert (data["dtype"], data["dtype_source"], data["shipped_format"]) == ("float16", "shipped_not_run", "mxfp4")
+    assert "dtype_fallback" not in data  # its config names no dtype: float32 to vLLM, served in float16 anyway
     assert "compute capability 8.0" in data["shipped_refusal"]
     assert "ships in mxfp4, which this engine does not run here" in run_cli("serve", "gpt-oss-20b", "--gpu", "t4").stdout
     answer = run_cli("serve", "gpt-oss-20b", "--gpu", "t4", "--markdown", "--lang", lang).stdout

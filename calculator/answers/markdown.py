@@ -238,6 +238,11 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
     elif data.get("shipped_format"):  # shipped in a format the engine does not run on this card
         assumptions.insert(3, ("serving_shipped_not_run", {"fmt": data["shipped_format"], "dtype": data["dtype"],
                                                            "gpu": figures["gpu"]}))
+    fallback = data.get("dtype_fallback")  # vLLM's --dtype auto on a card without the checkpoint's dtype
+    if fallback:
+        assumptions.insert(3, (f"serving_fallback_{fallback['reason']}", {
+            "dtype": fallback["checkpoint"], "served": fallback["served"], "gpu": figures["gpu"],
+            "model_type": fallback["model_type"]}))
     options = {"tensor": data["tensor_parallel"], "replicas": data["replicas"], "dtype": data["dtype"],
                "kv_dtype": data["kv_dtype"], "context": data["context"]}
     line = vllm_command(data["model"], **options) if data["engine"] == "vllm" else sglang_command(data["model"], **options)

@@ -7,7 +7,8 @@ from __future__ import annotations
 def serve_json(model, plan) -> dict:
     """The model as the command names it, then the engine's plan (serving_plan.serve); with no
     precision asked on a checkpoint the engine cannot run here as it ships, that format and why
-    (`shipped_format`, `shipped_refusal`: the engine's refusal, in English)."""
+    (`shipped_format`, `shipped_refusal`: the engine's refusal, in English); with none asked
+    and vLLM falling back from the checkpoint's dtype on this card, `dtype_fallback`."""
     data = {"model": model.name, "source": model.source, "max_positions": model.spec.max_positions, **plan.to_json()}
     if plan.dtype_source == "shipped_not_run":
         from calculator.core.gpus import gpu
@@ -16,4 +17,23 @@ def serve_json(model, plan) -> dict:
         refused = shipped_refusal(model, gpu(plan.gpu), plan.engine, plan.engine_version)
         if refused is not None:
             data["shipped_format"], data["shipped_refusal"] = refused[0], refused[1].message("en")
+    fallback = dtype_fallback_of(model, plan)
+    if fallback is not None:
+        data["dtype_fallback"] = fallback
     return data
+
+
+def dtype_fallback_of(model, plan) -> dict | None:
+    """With no precision asked, when vLLM's `--dtype auto` does not serve the checkpoint in its
+    own dtype on this card (serving.weights.dtype_fallback): {"checkpoint", "served", "reason",
+    "model_type"}."""
+    if plan.dtype_source not in ("default", "shipped_not_run"):
+        return None
+    from calculator.core.gpus import gpu
+    from calculator.serving.weights import dtype_fallback
+
+    found = dtype_fallback(model, gpu(plan.gpu), plan.engine)
+    if found is None or found[1] != plan.dtype:
+        return None
+    return {"checkpoint": found[0], "served": found[1], "reason": found[2],
+            "model_type": str((model.config or {}).get("model_type", ""))[:40]}

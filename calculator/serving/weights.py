@@ -62,6 +62,7 @@ from calculator.memory.quantization import (fp8_bytes, is_format, is_router, nvf
                                             torchao_int4_bytes, torchao_int8_bytes)
 from calculator.models.architecture import ArchSpec
 from calculator.models.summary import ModelSummary
+from calculator.serving.auto_dtype import auto_dtype, check_given_dtype, checkpoint_dtype
 from calculator.serving.sglang import SGLANG_LEGACY
 
 SERVED_FORMATS = ("mxfp4", "nvfp4", "fp8-block128", "torchao-int4", "torchao-int8")  # the others: engines.py
@@ -148,24 +149,38 @@ def serving_precision(model, card: Gpu, engine: str, dtype: str | None,
             raise CalculatorError("serve_format", name=quant_format(dtype).key,
                                   choices=", ".join((*WEIGHT_DTYPES, *SERVED_FORMATS, "fp8-tensor", "gptq-4bit",
                                                      "awq-4bit")))
-        return normalize_dtype(serving_weights(dtype)), None, source  # bf16 -> bfloat16
+        plain = normalize_dtype(serving_weights(dtype))  # bf16 -> bfloat16
+        if engine == "vllm" and source == "given":
+            check_given_dtype(model.config, card, capability(card), plain)
+        return plain, None, source
     check_served(model, card, engine, fmt, version)
     return ("float8" if fmt == "fp8-block128" else "bfloat16"), fmt, source
 
 
 def default_weights(model, card: Gpu, engine: str, version: str | None = None) -> tuple[str, str]:
     """(precision, why) when none is asked for: the checkpoint's own format when the engine
-    runs it on this card (vLLM loads gpt-oss in MXFP4 whatever --dtype says), else bfloat16,
-    why being "default", or "shipped_not_run" when the checkpoint ships a format the engine
-    does not run here (shipped_refusal says why)."""
+    runs it on this card (vLLM loads gpt-oss in MXFP4 whatever --dtype says), else the engine's
+    `--dtype auto` (vLLM: the checkpoint's dtype where the card runs it, auto_dtype.py; SGLang:
+    bfloat16), why being "default", or "shipped_not_run" when the checkpoint ships a format the
+    engine does not run here (shipped_refusal says why)."""
+    plain = auto_dtype(model.config, capability(card))[0] if engine == "vllm" else "bfloat16"
     shipped = served_format(shipped_format(model.config))
     if shipped is None:
-        return "bfloat16", "default"
+        return plain, "default"
     try:
         check_served(model, card, engine, shipped, version)
     except CalculatorError:
-        return "bfloat16", "shipped_not_run"
+        return plain, "shipped_not_run"
     return shipped, "as_shipped"
+
+
+def dtype_fallback(model, card: Gpu, engine: str) -> tuple[str, str, str] | None:
+    """(the checkpoint's dtype, the one vLLM's `--dtype auto` serves instead, why: "no_bfloat16"
+    or "float16_refused") when the card or the model makes it fall back; None otherwise."""
+    if engine != "vllm":
+        return None
+    served, why = auto_dtype(model.config, capability(card))
+    return (checkpoint_dtype(model.config), served, why) if why else None
 
 
 def shipped_refusal(model, card: Gpu, engine: str, version: str | None = None) -> tuple[str, CalculatorError] | None:

@@ -105,6 +105,14 @@ def shipped_note(ctx: Context, model, card, engine: str, plan) -> None:
             st.warning(ctx.t("serving.shipped_not_run", fmt=refused[0], engine=ENGINE_NAMES[engine],
                              reason=refused[1].message(ctx.lang), dtype=plan.dtype), icon=":material/warning:")
         return
+    if plan.dtype_source == "default":
+        from calculator.answers.serving_json import dtype_fallback_of
+
+        fallback = dtype_fallback_of(model, plan)
+        if fallback is not None:  # vLLM's --dtype auto does not keep the checkpoint's dtype on this card
+            st.info(ctx.t(f"serving.fallback_{fallback['reason']}", dtype=fallback["checkpoint"],
+                          served=fallback["served"], model_type=fallback["model_type"]), icon=":material/info:")
+            return
     shipped, why = default_weights(model, card, engine)
     if why == "as_shipped" and shipped != plan.dtype:
         st.info(ctx.t("serving.as_shipped", fmt=shipped, dtype=plan.dtype), icon=":material/info:")

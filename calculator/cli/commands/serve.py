@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from calculator.core.units import format_bytes
 from calculator.cli.commands._common import add_command, find_gpu, platform_gpus, print_json, render_table, resolve_model
+from calculator.answers.serving_json import dtype_fallback_of
 
 
 def register(commands, shared) -> None:
@@ -149,6 +150,14 @@ def run(args) -> int:
         if refused is not None:
             print(f"The checkpoint ships in {refused[0]}, which this engine does not run here: "
                   f"{refused[1].message('en')} These figures price a {plan.dtype} copy of the model.")
+    fallback = dtype_fallback_of(model, plan)
+    if fallback is not None:  # vLLM's --dtype auto does not keep the checkpoint's dtype on this card
+        why = {"no_bfloat16": "this card does not run it",
+               "no_bfloat16_nor_float16": "this card does not run it and vLLM refuses float16 for "
+                                          f"{fallback['model_type']} models",
+               "float16_refused": f"vLLM refuses float16 for {fallback['model_type']} models"}[fallback["reason"]]
+        print(f"The checkpoint is in {fallback['checkpoint']}, but {why}: vLLM's --dtype auto serves it "
+              f"in {fallback['served']}, as priced here.")
     layouts = [[str(lay.tensor), format_bytes(lay.weights_bytes_per_gpu), f"{lay.kv_tokens:,}",
                 f"{lay.sequences_per_replica:,}", "-" if lay.replicas is None else str(lay.replicas),
                 "-" if lay.gpus is None else str(lay.gpus)] for lay in plan.layouts]
