@@ -24,16 +24,11 @@ def serve_json(model, plan) -> dict:
 
 
 def dtype_fallback_of(model, plan) -> dict | None:
-    """With no precision asked, when vLLM's `--dtype auto` does not serve the checkpoint in its
-    own dtype on this card (serving.weights.dtype_fallback): {"checkpoint", "served", "reason",
-    "model_type"}."""
+    """With no precision asked (the plan's precision is then default_weights', which is
+    auto_dtype's), serving.weights.dtype_fallback on the plan's card and engine."""
     if plan.dtype_source not in ("default", "shipped_not_run"):
         return None
     from calculator.core.gpus import gpu
     from calculator.serving.weights import dtype_fallback
 
-    found = dtype_fallback(model, gpu(plan.gpu), plan.engine)
-    if found is None or found[1] != plan.dtype:
-        return None
-    return {"checkpoint": found[0], "served": found[1], "reason": found[2],
-            "model_type": str((model.config or {}).get("model_type", ""))[:40]}
+    return dtype_fallback(model, gpu(plan.gpu), plan.engine)

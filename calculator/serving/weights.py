@@ -174,13 +174,16 @@ def default_weights(model, card: Gpu, engine: str, version: str | None = None) -
     return shipped, "as_shipped"
 
 
-def dtype_fallback(model, card: Gpu, engine: str) -> tuple[str, str, str] | None:
-    """(the checkpoint's dtype, the one vLLM's `--dtype auto` serves instead, why: "no_bfloat16"
-    or "float16_refused") when the card or the model makes it fall back; None otherwise."""
+def dtype_fallback(model, card: Gpu, engine: str) -> dict | None:
+    """When the card or the model makes vLLM's `--dtype auto` fall back from the checkpoint's
+    dtype: {"checkpoint", "served", "reason" (auto_dtype's), "model_type"}; None otherwise."""
     if engine != "vllm":
         return None
     served, why = auto_dtype(model.config, capability(card))
-    return (checkpoint_dtype(model.config), served, why) if why else None
+    if why is None:
+        return None
+    return {"checkpoint": checkpoint_dtype(model.config), "served": served, "reason": why,
+            "model_type": str((model.config or {}).get("model_type", ""))[:40]}
 
 
 def shipped_refusal(model, card: Gpu, engine: str, version: str | None = None) -> tuple[str, CalculatorError] | None:
