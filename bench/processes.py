@@ -6,8 +6,9 @@ really holds."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from calculator.models.build_worker import resident_bytes  # /proc/<pid>/statm, as the build pool reads it
 
 
 def children(pid: int) -> list[int]:
@@ -33,13 +34,6 @@ def descendants(pid: int) -> list[int]:
         found.append(child)
         queue += children(child)
     return found
-
-
-def resident_bytes(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, IndexError, ValueError):
-        return 0
 
 
 def proportional_bytes(pid: int) -> int:
