@@ -5,10 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from guide import chapters
+from guide.heap import freeze_what_imports_built
 from guide.i18n import current_language
 
 
 def run() -> None:
+    freeze_what_imports_built()  # Streamlit's collection after each run then walks only what runs made
     # No page_title: the browser tab shows the chapter title, in the reader's language.
     st.set_page_config(page_icon=":material/memory:", layout="centered")
     lang = current_language()
