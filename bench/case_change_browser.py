@@ -37,17 +37,26 @@ def value_of(name: str, reader: int, change: int, changes: int) -> str:
         return GPUS[(reader + change) % len(GPUS)]
     return str(2 + reader * changes + change)
 # On the page's clock: when the title appears, when Enter is pressed, when the page last changed.
+# What a reader sees change: DOM mutations, except inside a <canvas> (a data grid keeps there a
+# hidden accessibility copy of its cells, which glide-data-grid rewrites 200 ms after it has
+# drawn them: a debounced memo), and drawing on a canvas (the grid's cells themselves).
 WATCH = """
-window.__guide = {title: null, enter: null, last: 0, changes: 0, in_charts: 0};
+window.__guide = {title: null, enter: null, last: 0, changes: 0, in_charts: 0, hidden: 0};
 document.addEventListener('keydown', e => {
-  if (e.key === 'Enter') Object.assign(window.__guide, {enter: performance.now(), changes: 0, in_charts: 0});
+  if (e.key === 'Enter') Object.assign(window.__guide, {enter: performance.now(), changes: 0, in_charts: 0, hidden: 0});
 }, true);
+const drawn = () => { window.__guide.last = performance.now(); };
+for (const name of ['fillText', 'fillRect', 'drawImage', 'fill', 'stroke', 'clearRect']) {
+  const draw = CanvasRenderingContext2D.prototype[name];
+  CanvasRenderingContext2D.prototype[name] = function (...args) { drawn(); return draw.apply(this, args); };
+}
 new MutationObserver(list => {
   const now = performance.now();
-  window.__guide.last = now;
-  window.__guide.changes += list.length;  // DOM mutations since Enter, and how many inside a chart
   for (const m of list) {
     const node = m.target.nodeType === 1 ? m.target : m.target.parentElement;
+    if (node && node.closest('canvas')) { window.__guide.hidden += 1; continue; }
+    window.__guide.last = now;
+    window.__guide.changes += 1;  // DOM mutations since Enter, and how many inside a chart
     if (node && node.closest("[data-testid='stPlotlyChart']")) window.__guide.in_charts += 1;
   }
   if (window.__guide.title === null && document.querySelector("[data-testid='stMainBlockContainer'] h1"))
