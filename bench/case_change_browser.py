@@ -75,6 +75,14 @@ SETTLED = """([before, quiet, name, value]) => {
   if (window.__guide.last <= window.__guide.enter) return false;
   return performance.now() - window.__guide.last > quiet;
 }"""
+TYPED = "([selector, value]) => document.querySelector(selector)?.value === value"
+WHY_NOT_SETTLED = """([before, name]) => ({
+  running: !!document.querySelector('[data-testid="stStatusWidget"]'),
+  text_changed: document.querySelector("[data-testid='stMain']").textContent !== before,
+  address_value: name === null ? null : new URLSearchParams(location.search).get(name),
+  changed_after_enter: window.__guide.last > window.__guide.enter,
+  still_for_ms: Math.round(performance.now() - window.__guide.last),
+})"""
 
 
 def field_of(chapter) -> str:
@@ -83,22 +91,30 @@ def field_of(chapter) -> str:
 
 async def change(page, name: str, value: str) -> None:
     """Type the value into the bar's field and press Enter (a GPU picker takes a typed key)."""
+    # Each step waits for the browser to have done the last (on a loaded machine the keys could
+    # otherwise reach a list not open yet, or an input a rerun is drawing again: no change at all).
     if name == "gpu":
-        box = page.locator(f"{CASE_BAR} .st-key-case_gpu")
+        box = page.locator(f"{CASE_BAR} .st-key-case_gpu input")
         await box.click()
-        await page.keyboard.press("Control+A")
-        await page.keyboard.type(value)
-        await page.keyboard.press("Enter")
+        await box.fill(value)
+        await page.wait_for_function(TYPED, arg=[f"{CASE_BAR} .st-key-case_gpu input", value], timeout=TIMEOUT_MS)
+        await page.get_by_role("option").first.wait_for(timeout=TIMEOUT_MS)  # the list offers it
+        await box.press("Enter")
     else:
         box = page.locator(f"{CASE_BAR} .st-key-case_{name} input")
         await box.fill(value)
+        await page.wait_for_function(TYPED, arg=[f"{CASE_BAR} .st-key-case_{name} input", value], timeout=TIMEOUT_MS)
         await box.press("Enter")
 
 
 async def settle(page, before: str, name: str | None = None, value: str | None = None) -> float:
     """Seconds from the Enter to the page's last change; `name`, `value`: the case field changed
     and the value the address bar must then show."""
-    await page.wait_for_function(SETTLED, arg=[before, QUIET_MS, name, value], timeout=TIMEOUT_MS, polling=POLL_MS)
+    try:
+        await page.wait_for_function(SETTLED, arg=[before, QUIET_MS, name, value], timeout=TIMEOUT_MS, polling=POLL_MS)
+    except Exception as error:  # say which condition never held
+        state = await page.evaluate(WHY_NOT_SETTLED, [before, name])
+        raise TimeoutError(f"not settled after {TIMEOUT_MS / 1000:g} s: {state}") from error
     return await page.evaluate("() => (window.__guide.last - window.__guide.enter) / 1000")
 
 
@@ -128,7 +144,7 @@ async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
             result["changes"].append(await settle(page, before, field_of(chapter), value))
             result["mutations"].append(await mutations(page))
     except Exception as error:  # a timeout is reported with the chapter, not raised
-        result["errors"].append(f"{chapter.slug or 'home'}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
+        result["errors"].append(f"{chapter.slug or 'home'}: {type(error).__name__}: {str(error).splitlines()[0][:400]}")
     finally:
         await context.close()
     return result
