@@ -32,10 +32,16 @@ FIELDS = ("batch", "users", "gpu")
 GPUS = ("rtx5090", "h100", "l4", "a100-80gb", "rtx3090")
 
 
-def value_of(name: str, reader: int, change: int, changes: int) -> str:
+def value_of(name: str, reader: int, change: int, changes: int, default: object = None) -> str:
+    """The `change`-th value `reader` types; a first value equal to the chapter's default
+    (slow-model's batch is 8) would change nothing and never settle, so another is typed."""
     if name == "gpu":
-        return GPUS[(reader + change) % len(GPUS)]
-    return str(2 + reader * changes + change)
+        value = GPUS[(reader + change) % len(GPUS)]
+        return "a100-40gb" if change == 0 and value == default else value
+    value = str(2 + reader * changes + change)
+    return "1" if change == 0 and value == str(default) else value
+
+
 # On the page's clock: when the title appears, when Enter is pressed, when the page last changed.
 # What a reader sees change: DOM mutations, except inside a <canvas> (a data grid keeps there a
 # hidden accessibility copy of its cells, which glide-data-grid rewrites 200 ms after it has
@@ -139,7 +145,7 @@ async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
         await page.wait_for_timeout(QUIET_MS)
         for i in range(changes):
             before = await page.evaluate(MAIN_TEXT)
-            value = value_of(field_of(chapter), offset, i, changes)
+            value = value_of(field_of(chapter), offset, i, changes, getattr(chapter.defaults, field_of(chapter), None))
             await change(page, field_of(chapter), value)
             result["changes"].append(await settle(page, before, field_of(chapter), value))
             result["mutations"].append(await mutations(page))
