@@ -47,9 +47,9 @@ def value_of(name: str, reader: int, change: int, changes: int, default: object 
 # hidden accessibility copy of its cells, which glide-data-grid rewrites 200 ms after it has
 # drawn them: a debounced memo), and drawing on a canvas (the grid's cells themselves).
 WATCH = """
-window.__guide = {title: null, enter: null, last: 0, changes: 0, in_charts: 0, hidden: 0};
+window.__guide = {title: null, enter: null, last: 0, changes: 0, in_charts: 0};
 document.addEventListener('keydown', e => {
-  if (e.key === 'Enter') Object.assign(window.__guide, {enter: performance.now(), changes: 0, in_charts: 0, hidden: 0});
+  if (e.key === 'Enter') Object.assign(window.__guide, {enter: performance.now(), changes: 0, in_charts: 0});
 }, true);
 const drawn = () => { window.__guide.last = performance.now(); };
 for (const name of ['fillText', 'fillRect', 'drawImage', 'fill', 'stroke', 'clearRect']) {
@@ -60,7 +60,7 @@ new MutationObserver(list => {
   const now = performance.now();
   for (const m of list) {
     const node = m.target.nodeType === 1 ? m.target : m.target.parentElement;
-    if (node && node.closest('canvas')) { window.__guide.hidden += 1; continue; }
+    if (node && node.closest('canvas')) continue;
     window.__guide.last = now;
     window.__guide.changes += 1;  // DOM mutations since Enter, and how many inside a chart
     if (node && node.closest("[data-testid='stPlotlyChart']")) window.__guide.in_charts += 1;
@@ -99,18 +99,15 @@ async def change(page, name: str, value: str) -> None:
     """Type the value into the bar's field and press Enter (a GPU picker takes a typed key)."""
     # Each step waits for the browser to have done the last (on a loaded machine the keys could
     # otherwise reach a list not open yet, or an input a rerun is drawing again: no change at all).
+    field = f"{CASE_BAR} .st-key-case_{name} input"
+    box = page.locator(field)
     if name == "gpu":
-        box = page.locator(f"{CASE_BAR} .st-key-case_gpu input")
-        await box.click()
-        await box.fill(value)
-        await page.wait_for_function(TYPED, arg=[f"{CASE_BAR} .st-key-case_gpu input", value], timeout=TIMEOUT_MS)
+        await box.click()  # opens the card list
+    await box.fill(value)
+    await page.wait_for_function(TYPED, arg=[field, value], timeout=TIMEOUT_MS)
+    if name == "gpu":
         await page.get_by_role("option").first.wait_for(timeout=TIMEOUT_MS)  # the list offers it
-        await box.press("Enter")
-    else:
-        box = page.locator(f"{CASE_BAR} .st-key-case_{name} input")
-        await box.fill(value)
-        await page.wait_for_function(TYPED, arg=[f"{CASE_BAR} .st-key-case_{name} input", value], timeout=TIMEOUT_MS)
-        await box.press("Enter")
+    await box.press("Enter")
 
 
 async def settle(page, before: str, name: str | None = None, value: str | None = None) -> float:
@@ -141,13 +138,14 @@ async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
         await page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=TIMEOUT_MS)
         result["heading"] = await page.evaluate("() => window.__guide.title / 1000")
         await page.wait_for_function(IDLE, timeout=TIMEOUT_MS, polling=POLL_MS)
-        await page.locator(f"{CASE_BAR} .st-key-case_{field_of(chapter)}").wait_for(timeout=TIMEOUT_MS)
+        field = field_of(chapter)
+        await page.locator(f"{CASE_BAR} .st-key-case_{field}").wait_for(timeout=TIMEOUT_MS)
         await page.wait_for_timeout(QUIET_MS)
         for i in range(changes):
             before = await page.evaluate(MAIN_TEXT)
-            value = value_of(field_of(chapter), offset, i, changes, getattr(chapter.defaults, field_of(chapter), None))
-            await change(page, field_of(chapter), value)
-            result["changes"].append(await settle(page, before, field_of(chapter), value))
+            value = value_of(field, offset, i, changes, getattr(chapter.defaults, field, None))
+            await change(page, field, value)
+            result["changes"].append(await settle(page, before, field, value))
             result["mutations"].append(await mutations(page))
     except Exception as error:  # a timeout is reported with the chapter, not raised
         result["errors"].append(f"{chapter.slug or 'home'}: {type(error).__name__}: {str(error).splitlines()[0][:400]}")
