@@ -63,7 +63,7 @@ new MutationObserver(list => {
     if (node && node.closest('canvas')) continue;
     window.__guide.last = now;
     window.__guide.changes += 1;  // DOM mutations since Enter, and how many inside a chart
-    if (node && node.closest("[data-testid='stPlotlyChart']")) window.__guide.in_charts += 1;
+    if (node && node.closest('.guide-chart')) window.__guide.in_charts += 1;
   }
   if (window.__guide.title === null && document.querySelector("[data-testid='stMainBlockContainer'] h1"))
     window.__guide.title = now;

@@ -1,7 +1,8 @@
 """Every chart of every chapter, as the page sends it (issue 26.1): a speed-up must not change
 what a page shows. Each chapter is opened with AppTest in both languages, on its default case
-and on a second one (another batch, or users, or GPU), and each chart's JSON (st.plotly_chart's
-spec) is written down; two runs compare.
+and on a second one (another batch, or users, or GPU), and each chart's JSON (what plotly.js
+gets: the chart component's figure, as st.plotly_chart's spec was before it) is written down;
+two runs compare.
 
     python -m bench charts_json --save /tmp/after.json
     (cd /path/to/old/checkout && python -m bench charts_json --save /tmp/before.json)
@@ -47,9 +48,17 @@ def charts() -> dict[str, str]:
                     except ValueError as error:  # AppTest cannot read back a select whose label it translated
                         found[f"{chapter.slug or 'home'} {lang} {case}"] = f"not changed: {error}"
                         continue
-                for index, chart in enumerate(at.get("plotly_chart")):
-                    found[f"{chapter.slug or 'home'} {lang} {case} {index}"] = chart.proto.spec
+                for index, figure in enumerate(chart_figures(at)):
+                    found[f"{chapter.slug or 'home'} {lang} {case} {index}"] = figure
     return found
+
+
+def chart_figures(at) -> list[str]:
+    """Each chart's figure JSON, in page order (guide/charts.py)."""
+    from guide.charts import CHART_COMPONENT
+
+    return [json.loads(element.proto.json)["figure"] for element in at.get("bidi_component")
+            if element.proto.component_name == CHART_COMPONENT]
 
 
 def differences(before: dict[str, str], after: dict[str, str]) -> list[str]:

@@ -40,7 +40,7 @@ SERVER_STEPS = [
      "from huggingface_hub import hf_hub_url; from huggingface_hub.utils import build_hf_headers, get_session"),
     ("pandas and pyarrow, a table sent as Arrow (st.dataframe)",
      "import pandas, streamlit.dataframe_util as d; d.convert_anything_to_arrow_bytes(pandas.DataFrame({'a': [1.0]}))"),
-    ("a plotly figure built and sent as JSON (st.plotly_chart: its validators load on first use)",
+    ("a plotly figure built and sent as JSON (guide/charts.py: its validators load on first use)",
      "import plotly.io; f = plotly.graph_objects.Figure([plotly.graph_objects.Bar(x=[1], y=[2]),"
      " plotly.graph_objects.Scatter(x=[1], y=[2])]); f.update_layout(title='t', xaxis_title='x', shapes=[dict("
      "type='line', x0=0, x1=1, y0=0, y1=1)]); plotly.io.to_json(f, validate=False)"),

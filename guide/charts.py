@@ -1,7 +1,8 @@
 """Plotly figures with the reader's units and labels. Data in, figure out.
 
 A figure is written down as the calls that draw it (`Drawing`: add_bar, update_layout...) and
-built with plotly by `show_chart` only the first time those exact calls are made: plotly checks
+built with plotly (then written as JSON) by `show_chart` only the first time those exact calls
+are made: plotly checks
 every property it is given (~40 ms a figure on a quiet 2-core machine, several per chapter),
 and a case change redraws every chart of the page, most of them with the same calls as before.
 A chart whose data changed is built again; plotly then spends about half its time parsing the
@@ -12,8 +13,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import plotly
 import plotly.graph_objects as go
+import plotly.io
 import streamlit as st
+import streamlit.components.v2
+
+from guide.chapters import ROOT
+from guide.http import PLOTLY_PATH, base_path
 
 GIB = 2**30
 # The figure methods a drawing takes down; each is replayed on a go.Figure, in order.
@@ -21,6 +28,8 @@ METHODS = frozenset({"add_bar", "add_scatter", "add_hline", "add_vline", "update
                      "update_yaxes"})
 SCALARS = (str, int, float, bool, type(None))
 KEPT_FIGURES = 64  # built figures kept (a chapter draws at most ~6; a few readers' cases at once)
+DEFAULT_HEIGHT = 450  # plotly's own, for a figure that sets none
+CHART_COMPONENT = "guide.chart"
 
 
 def keep_path_parses() -> None:
@@ -106,7 +115,7 @@ class _Keyed:
 
 @lru_cache(maxsize=KEPT_FIGURES)
 def _built(keyed: _Keyed) -> go.Figure:
-    # Never handed out: st.plotly_chart only reads it (to_dict() copies), so sessions share it safely.
+    # Never handed out but to be read (its JSON, its height), so sessions share it safely.
     return keyed.drawing.figure()
 
 
@@ -120,9 +129,40 @@ def kept_figure(drawing: Drawing) -> go.Figure:
     return _built(_Keyed(drawing, key))
 
 
+@lru_cache(maxsize=KEPT_FIGURES)
+def _kept_payload(keyed: _Keyed) -> tuple[str, int]:
+    return _payload(_built(keyed))
+
+
+def _payload(figure: go.Figure) -> tuple[str, int]:
+    return plotly.io.to_json(figure, validate=False), int(figure.layout.height or DEFAULT_HEIGHT)
+
+
+def chart_payload(drawing: Drawing) -> tuple[str, int]:
+    """The figure the drawing makes as the JSON plotly.js reads, and its height in pixels:
+    made once per drawing, like the figure."""
+    try:
+        key = drawing.key()
+    except TypeError:
+        return _payload(drawing.figure())
+    return _kept_payload(_Keyed(drawing, key))
+
+
+# One component for every chart (assets/chart.js); its element is identified by its key alone,
+# so a chart keeps its place from one run to the next.
+_CHART = st.components.v2.component(
+    CHART_COMPONENT, html="<div class='guide-chart'></div>",
+    js=(ROOT / "assets" / "chart.js").read_text(encoding="utf-8"),
+    isolate_styles=False)  # plotly.js styles its plots from the page's <head>
+
+
 def show_chart(drawing: Drawing, key: str) -> None:
-    """Draw the figure on the page, without plotly's mode bar."""
-    st.plotly_chart(kept_figure(drawing), config={"displayModeBar": False}, key=key)
+    """Draw the figure on the page: the chart takes each new figure in place (Plotly.react) and
+    draws it when it is on screen or near; its height is held for it before it is drawn.
+    st.plotly_chart is not used: it makes a new element, drawn from scratch, whenever the
+    figure changes (docs/design.md)."""
+    spec, height = chart_payload(drawing)
+    _CHART(key=f"chart-{key}", data={"figure": spec, "source": f"{base_path()}{PLOTLY_PATH}"}, height=height)
 
 
 def base_layout(fig: Drawing, x_title: str, y_title: str, lang: str = "en", height: int = 380) -> Drawing:

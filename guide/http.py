@@ -23,11 +23,23 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from functools import lru_cache
 from urllib.parse import unquote
 
 # Streamlit's own routes (first path segment): never redirected.
 STREAMLIT_PREFIXES = frozenset({"_stcore", "static", "media", "component", "app", "auth", "oauth2callback"})
 FORWARDING_HEADERS = (b"x-forwarded-for", b"forwarded", b"x-real-ip")
+
+
+def _plotly_version() -> str:
+    from importlib.metadata import version
+
+    return version("plotly")
+
+
+# plotly.js as the installed plotly package ships it, for the guide's charts (assets/chart.js);
+# its version in the name, so a browser keeps it until plotly is upgraded.
+PLOTLY_PATH = f"/_guide/plotly-{_plotly_version()}.min.js"
 
 
 def content_security_policy(frame_ancestors: str = "'self'") -> str:
@@ -85,7 +97,7 @@ def _loopback(host: str) -> bool:
     return (mapped or address).is_loopback
 
 
-def _base_path() -> str:
+def base_path() -> str:
     try:
         from streamlit import config
 
@@ -115,6 +127,16 @@ def is_metrics(scope, base: str = "") -> bool:
     return False
 
 
+@lru_cache(maxsize=1)
+def plotly_js() -> tuple[bytes, bytes]:
+    """The installed plotly package's plotly.min.js, plain and gzipped (read once)."""
+    import gzip
+    from importlib.resources import files
+
+    plain = files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+    return plain, gzip.compress(plain, compresslevel=6, mtime=0)
+
+
 class GuideMiddleware:
     """The rules above, around Streamlit's ASGI app."""
 
@@ -128,9 +150,12 @@ class GuideMiddleware:
             return
         raw = scope.get("raw_path") or scope.get("path", "").encode("latin-1")
         path = raw.decode("latin-1").split("?", 1)[0]
-        base = _base_path()
+        base = base_path()
         inner = path[len(base):] if base and path.startswith(base) else path
         segments = [s for s in inner.split("/") if s]
+        if inner == PLOTLY_PATH and scope["method"] in ("GET", "HEAD"):
+            await self._plotly(scope, send)
+            return
         if is_metrics(scope, base) and not self._local(scope):
             await self._answer(send, 404, b"Not Found")
             return
@@ -153,6 +178,18 @@ class GuideMiddleware:
     def _local(scope) -> bool:
         forwarded = any(name.lower() in FORWARDING_HEADERS for name, _ in scope.get("headers", []))
         return _loopback((scope.get("client") or ("", 0))[0]) and not forwarded
+
+    async def _plotly(self, scope, send) -> None:
+        """plotly.js, gzipped when the browser takes it (4.8 MB, 1.4 MB gzipped), cached a year."""
+        plain, packed = plotly_js()
+        accepts = any(name.lower() == b"accept-encoding" and b"gzip" in value.lower()
+                      for name, value in scope.get("headers", []))
+        body = packed if accepts else plain
+        headers = [(b"content-type", b"text/javascript; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+                   (b"cache-control", b"public, max-age=31536000, immutable"), (b"vary", b"accept-encoding"),
+                   *([(b"content-encoding", b"gzip")] if accepts else []), *self.headers]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
 
     async def _answer(self, send, status: int, body: bytes, extra: list | None = None) -> None:
         headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),

@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
 from guide import chapters
+from guide.charts import CHART_COMPONENT
 from tests.conftest import ROOT
 
 
@@ -33,9 +34,14 @@ def is_link(text: str) -> bool:
     return text.startswith(("http://", "https://", "/")) or "?lang=" in text
 
 
-def chart_data(chart) -> str:
+def chart_specs(at: AppTest) -> list[dict]:
+    """The figures the page draws (guide/charts.py), as plotly.js gets them, in page order."""
+    return [json.loads(json.loads(element.proto.json)["figure"]) for element in at.get("bidi_component")
+            if element.proto.component_name == CHART_COMPONENT]
+
+
+def chart_data(spec: dict) -> str:
     """A chart as drawn: its traces, and the lines, marks and axis ranges of its layout."""
-    spec = json.loads(chart.proto.spec)
     layout = spec.get("layout", {})
     drawn = {key: layout[key] for key in ("shapes", "annotations") if key in layout}
     drawn.update({key: layout[key].get("range") for key in layout if key.startswith(("xaxis", "yaxis"))})
@@ -49,7 +55,7 @@ def fingerprint(at: AppTest) -> str:
     parts += [d.value.to_csv(index=False) for d in at.dataframe]
     parts += [c.value for c in at.code if not is_link(c.value)]
     parts += [a.value for kind in (at.success, at.info, at.warning, at.error) for a in kind]
-    parts += [chart_data(c) for c in at.get("plotly_chart")]
+    parts += [chart_data(spec) for spec in chart_specs(at)]
     return "\n".join(parts)
 
 

@@ -17,7 +17,7 @@ from calculator.answers.accuracy import (KINDS, TARGETS, latest_runs, predict, r
                                  summarize)
 from guide.format import format_bytes
 from guide.widgets import accuracy as accuracy_widget
-from tests.apptest import open_page
+from tests.apptest import chart_specs, open_page
 from tests.cli_runner import run_cli
 from tests.conftest import ROOT
 
@@ -223,7 +223,7 @@ def test_section_shows_the_committed_results(lang):
         assert [int(n) for n in summary.iloc[:, 2]] == [s.cases for s in summarize(run.rows)]
         captions = " ".join(c.value for c in at.caption)
         assert f"torch {run.versions['torch']}" in captions and f"transformers {run.versions['transformers']}" in captions
-    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    charts = chart_specs(at)
     measured = {round(x, 6) for c in charts for trace in c["data"] for x in trace.get("x", [])
                 if trace.get("mode") == "markers"}
     assert {round(r.measured_bytes / 2**20, 6) for r in runs[0].rows} <= measured

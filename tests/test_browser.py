@@ -154,3 +154,36 @@ def test_an_unknown_section_says_so_and_shows_the_top(server, page):
     assert "« no-such-section »" in notice.inner_text().replace("\u202f", " ")
     assert page.locator("h1").first.inner_text() == "Mon modèle est très lent"
     assert page.evaluate("() => document.querySelector('h1').getBoundingClientRect().top") >= 0  # at the top
+
+
+CHART = ".st-key-widget-{} .guide-chart"
+
+
+def test_a_chart_is_drawn_on_screen_and_takes_a_new_case_in_place(server, page):
+    """A chart (guide/charts.py, assets/chart.js) holds its height before it is drawn, is drawn
+    when it comes on screen (with plotly.js served by the guide, under its security policy),
+    and after a case change shows the new figure in the same element: nothing is remounted or
+    drawn from scratch. French figures keep the French decimal mark."""
+    page.add_init_script(RECORD_CSP_VIOLATIONS)
+    page.set_viewport_size({"width": 1280, "height": 1600})  # the section's chart on screen with its heading
+    open_url(page, f"{server.url}/oom?lang=fr&batch=2#context-length")
+    context, below = CHART.format("context-memory"), CHART.format("sort-by-length")
+    wait_until(page, "(sel) => document.querySelector(sel)", arg=below)  # Streamlit loads components' code late
+    held = page.evaluate("""(sel) => { const host = document.querySelector(sel);
+        return [!!host.querySelector('.main-svg'), host.closest('[data-testid="stElementContainer"]').offsetHeight]; }""",
+                         below)
+    assert held == [False, 380]  # far below: not drawn yet, its place kept
+    wait_until(page, "(sel) => document.querySelector(sel + ' .main-svg')", arg=context)
+    first = page.evaluate("""(sel) => { const host = document.querySelector(sel); host.__probe = 'kept';
+        return [JSON.stringify(host.data.map(t => t.y)), host._fullLayout.separators, host.querySelectorAll('.point, .trace').length]; }""",
+                          context)
+    assert first[1] == ", " and first[2] > 0
+    box = page.locator(".st-key-case_batch input").first
+    box.fill("5")
+    box.press("Enter")
+    wait_until(page, "([sel, before]) => JSON.stringify(document.querySelector(sel).data.map(t => t.y)) !== before",
+               arg=[context, first[0]])
+    assert page.evaluate("(sel) => document.querySelector(sel).__probe", context) == "kept"
+    page.locator(below).scroll_into_view_if_needed()
+    wait_until(page, "(sel) => document.querySelector(sel + ' .main-svg')", arg=below)
+    assert page.evaluate("() => window.__csp") == []

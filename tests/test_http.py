@@ -8,11 +8,11 @@ import asyncio
 
 import pytest
 
-from guide.http import GuideMiddleware, content_security_policy, security_headers
+from guide.http import PLOTLY_PATH, GuideMiddleware, content_security_policy, security_headers
 
 
 def call(path: str, client: str = "127.0.0.1", headers: list | None = None, method: str = "GET",
-         query: bytes = b"") -> tuple[int, dict]:
+         query: bytes = b"", body: list | None = None) -> tuple[int, dict]:
     async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
         await send({"type": "http.response.body", "body": b"streamlit"})
@@ -26,6 +26,8 @@ def call(path: str, client: str = "127.0.0.1", headers: list | None = None, meth
              "client": (client, 40000), "headers": headers or []}
     asyncio.run(GuideMiddleware(app)(scope, None, send))
     start = sent[0]
+    if body is not None:
+        body.extend(m["body"] for m in sent[1:])
     return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}
 
 
@@ -44,6 +46,25 @@ def test_unknown_deep_paths_go_to_the_page_that_says_so(path, target):
 def test_streamlit_s_own_paths_and_pages_pass(path):
     status, headers = call(path)
     assert status == 200 and headers["content-security-policy"] == content_security_policy()
+
+
+def test_the_charts_plotly_js_is_the_installed_packages_gzipped_when_taken_and_kept_a_year():
+    import gzip
+    from importlib.resources import files
+
+    shipped = files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+    plain, packed = [], []
+    status, headers = call(PLOTLY_PATH, body=plain)
+    assert status == 200 and b"".join(plain) == shipped and "content-encoding" not in headers
+    assert headers["content-type"].startswith("text/javascript") and int(headers["content-length"]) == len(shipped)
+    assert "immutable" in headers["cache-control"] and headers["content-security-policy"] == content_security_policy()
+    status, headers = call(PLOTLY_PATH, headers=[(b"accept-encoding", b"gzip, deflate, br")], body=packed)
+    assert status == 200 and headers["content-encoding"] == "gzip" and gzip.decompress(b"".join(packed)) == shipped
+    assert len(b"".join(packed)) < len(shipped) / 2 and headers["vary"] == "accept-encoding"
+    head = []
+    assert call(PLOTLY_PATH, method="HEAD", body=head)[0] == 200 and b"".join(head) == b""
+    assert call(PLOTLY_PATH, method="POST")[0] == 200  # not ours: Streamlit answers
+    assert call(PLOTLY_PATH.replace(".min.js", ".js"))[0] == 302  # any other file there is an unknown page
 
 
 def test_only_a_direct_local_request_reads_the_metrics():

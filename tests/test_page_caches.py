@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import plotly
 import plotly.graph_objects as go
+import plotly.io
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -17,6 +19,7 @@ from calculator.memory.inference import inference_memory
 from calculator.models.seam import catalog_model
 from guide import charts
 from guide.charts import Drawing, KEPT_FIGURES, kept_figure
+from guide.http import PLOTLY_PATH
 
 LLAMA = catalog_model("llama-3-8b")
 
@@ -99,18 +102,37 @@ def _two_charts() -> None:
     show_chart(fig, key="two")
 
 
+def _charts(at: AppTest) -> list:
+    return [element.proto for element in at.get("bidi_component") if element.proto.component_name == "guide.chart"]
+
+
 def test_sessions_share_a_kept_figure_without_changing_it():
     drawing = Drawing().add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights").update_layout(height=300)
     kept = kept_figure(drawing)
     before = kept.to_dict()
     sessions = [AppTest.from_function(_two_charts) for _ in range(2)]
     sessions[1].query_params["height"] = "410"
-    specs = [[json.loads(c.proto.spec) for c in at.run().get("plotly_chart")] for at in sessions]
+    specs = [[json.loads(json.loads(c.json)["figure"]) for c in _charts(at.run())] for at in sessions]
     assert [s["layout"]["height"] for s in specs[0]] == [300, 300]
     assert [s["layout"]["height"] for s in specs[1]] == [410, 410]  # the other session's case, its own figure
-    assert specs[0][0]["data"] == before["data"] and {"displayModeBar": False} == json.loads(
-        sessions[0].get("plotly_chart")[0].proto.config)
+    assert specs[0][0]["data"] == json.loads(plotly.io.to_json(before))["data"]
     assert kept_figure(drawing) is kept and kept.to_dict() == before  # drawing it changed nothing
+
+
+def test_a_chart_is_known_by_its_key_alone_and_holds_its_height():
+    """The page keeps a chart's element from one run to the next when its figure changes
+    (st.plotly_chart's element id is hashed from the figure: a new element, drawn from scratch);
+    the space the figure takes is held for it before plotly.js draws it."""
+    at = AppTest.from_function(_two_charts)
+    first = _charts(at.run())
+    at.query_params["height"] = "410"
+    second = _charts(at.run())
+    assert [c.id for c in first] == [c.id for c in second] and first[0].id != first[1].id
+    assert [json.loads(c.json)["figure"] for c in first] != [json.loads(c.json)["figure"] for c in second]
+    assert charts.chart_payload(Drawing().add_bar(x=[1], y=[2]).update_layout(height=410))[1] == 410
+    assert charts.chart_payload(Drawing().add_bar(x=[1], y=[2]))[1] == charts.DEFAULT_HEIGHT == 450  # plotly's
+    source = json.loads(second[0].json)["source"]
+    assert source == PLOTLY_PATH and source.endswith(f"plotly-{plotly.__version__}.min.js")
 
 
 def test_the_sampled_simulation_is_the_simulation_of_the_sampled_lengths_and_is_kept():
@@ -142,7 +164,8 @@ def test_widgets_draw_charts_through_show_chart():
     from pathlib import Path
 
     widgets = Path(__file__).resolve().parent.parent / "guide"
-    direct = [p.name for p in widgets.rglob("*.py") if p.name != "charts.py" and "st.plotly_chart(" in p.read_text()]
+    direct = [p.name for p in widgets.rglob("*.py") if "st.plotly_chart(" in p.read_text()
+              or (p.name != "charts.py" and "plotly.io" in p.read_text())]
     assert direct == [], f"draw with guide.charts.show_chart (built once per drawing): {direct}"
 
 
