@@ -12,6 +12,9 @@ it (Streamlit's own server, in its ASGI mode); each reader's page then runs Home
 - `/_stcore/metrics` answers only a direct request from this machine: not through a proxy
   (a forwarding header), not from another host, whatever the path's encoding
   (`/_stcore/%6Detrics` is the same route to Streamlit's router).
+- `/_guide/plotly-<version>.min.js` is plotly.js as the installed plotly package ships it, for
+  the guide's charts (guide/charts.py, assets/chart.js): a script from the guide itself, which
+  the policy below already allows.
 - Every answer carries the security headers of SECURITY_HEADERS (README, "Running it for a
   team", gives the same to a reverse proxy): a Content-Security-Policy that lets the guide's
   own scripts run and nothing from elsewhere, no framing but by the guide itself (or the
