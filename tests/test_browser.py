@@ -179,8 +179,10 @@ def test_a_chart_is_drawn_on_screen_and_takes_a_new_case_in_place(server, page):
                           context)
     assert first[1] == ", " and first[2] > 0
     box = page.locator(".st-key-case_batch input").first
-    box.fill("5")
+    box.fill("5")  # the page scrolls up to the case bar: the chart is off screen until the reader comes back
     box.press("Enter")
+    wait_until(page, "() => location.search.includes('batch=5') && !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    page.locator(context).scroll_into_view_if_needed()
     wait_until(page, "([sel, before]) => JSON.stringify(document.querySelector(sel).data.map(t => t.y)) !== before",
                arg=[context, first[0]])
     assert page.evaluate("(sel) => document.querySelector(sel).__probe", context) == "kept"

@@ -13,9 +13,9 @@ import pytest
 
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
-from calculator.serving.auto_dtype import auto_dtype, checkpoint_dtype
+from calculator.serving.auto_dtype import auto_dtype, checkpoint_dtype, sglang_auto_dtype
 from calculator.serving.plan import serve
-from calculator.serving.weights import capability
+from calculator.serving.weights import capability, dtype_fallback
 from tests.cli_runner import run_cli
 
 AMPERE, TURING, PASCAL = (8, 0), (7, 5), (6, 0)
@@ -65,6 +65,33 @@ def test_serve_prices_what_auto_serves():
     g_h100 = serve(gemma, gpu("h100"), dtype=None, context=4096, layouts=False)
     assert (g_t4.dtype, g_h100.dtype) == ("float32", "bfloat16")
     assert g_t4.replica.weights_bytes_per_gpu == pytest.approx(2 * g_h100.replica.weights_bytes_per_gpu, rel=0.01)
+
+
+@pytest.mark.parametrize("config,expected", [
+    ({"model_type": "llama", "torch_dtype": "bfloat16"}, "bfloat16"),
+    ({"model_type": "llama", "torch_dtype": "float16"}, "float16"),
+    ({"model_type": "gpt2", "torch_dtype": "float32"}, "float16"),  # downcast to float16, not the card's first
+    ({"model_type": "llama"}, "float16"),  # no dtype named: read as float32
+    ({"model_type": "gemma2", "torch_dtype": "float32"}, "bfloat16"),  # Gemma: bfloat16 instead
+    ({"model_type": "gemma3_text", "dtype": "float32"}, "bfloat16"),
+])
+def test_sglang_auto_dtype_follows_its_rule(config, expected):
+    """SGLang's `_get_and_verify_dtype` (python/sglang/srt/configs/model_config.py)."""
+    assert sglang_auto_dtype(config) == expected
+
+
+def test_sglang_serves_the_checkpoints_dtype_on_any_card_in_two_bytes():
+    """No card check (a bfloat16 checkpoint on a T4 stays bfloat16, no fallback said); a float16
+    checkpoint stays float16, a float32 one is served in float16, Gemma 2's in bfloat16: the
+    weights are those of bfloat16 every time."""
+    llama3, llama2, gemma2 = catalog_model("llama-3.1-8b"), catalog_model("llama-2-7b"), catalog_model("gemma-2-9b")
+    on_t4 = serve(llama3, gpu("t4"), dtype=None, context=4096, layouts=False, engine="sglang")
+    assert (on_t4.dtype, on_t4.dtype_source) == ("bfloat16", "default") and dtype_fallback(llama3, gpu("t4"), "sglang") is None
+    for model, served in ((llama2, "float16"), (gemma2, "bfloat16")):
+        auto = serve(model, gpu("a100-80gb"), dtype=None, context=4096, layouts=False, engine="sglang")
+        given = serve(model, gpu("a100-80gb"), dtype="bfloat16", context=4096, layouts=False, engine="sglang")
+        assert auto.dtype == served and auto.replica.weights_bytes_per_gpu == given.replica.weights_bytes_per_gpu
+    assert serve(llama2, gpu("a100-80gb"), dtype=None, context=4096, layouts=False).dtype == "float16"  # vLLM too
 
 
 @pytest.mark.parametrize("args,code,words_en,words_fr", [

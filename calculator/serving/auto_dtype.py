@@ -16,7 +16,13 @@ Read from vLLM's source (vllm/config/model.py, vllm/platforms/cuda.py):
   ... doesn't support ... Falling back to ... for compatibility" and serves the preferred one:
   a bfloat16 checkpoint in float16 on a T4, V100 or P100, and a Gemma 3 there in float32.
 - `check_if_supports_dtype` raises for an explicit bfloat16 below compute capability 8.0.
-SGLang is not followed here (its default stays bfloat16 in this guide).
+
+SGLang's `--dtype auto` is simpler (python/sglang/srt/configs/model_config.py,
+`_get_and_verify_dtype`, read at sgl-project/sglang 001adf56): the checkpoint's float16 or
+bfloat16 as it is, whatever the card (no capability check); a float32 checkpoint, or one whose
+config names no dtype, in float16, but in bfloat16 for a model type starting with "gemma".
+SGLang reads the text config of a composite checkpoint; this reads the checkpoint's dtype as
+vLLM does (the top level first), the same two bytes a weight either way.
 """
 
 from __future__ import annotations
@@ -66,6 +72,15 @@ def auto_dtype(config: dict | None, capability) -> tuple[str, str | None]:
     if own == "float16":
         return preferred, "float16_refused"
     return preferred, "no_bfloat16_nor_float16" if model_type in FLOAT16_REFUSED else "no_bfloat16"
+
+
+def sglang_auto_dtype(config: dict | None) -> str:
+    """The dtype SGLang's `--dtype auto` serves in (module docstring): two bytes a weight in
+    every case, float16 where the checkpoint is float16 or float32 (but Gemma's)."""
+    own = checkpoint_dtype(config)
+    if own != "float32":
+        return own
+    return "bfloat16" if str((config or {}).get("model_type") or "").startswith("gemma") else "float16"
 
 
 def check_given_dtype(config: dict | None, card: Gpu, capability, dtype: str) -> None:

@@ -62,7 +62,7 @@ from calculator.memory.quantization import (fp8_bytes, is_format, is_router, nvf
                                             torchao_int4_bytes, torchao_int8_bytes)
 from calculator.models.architecture import ArchSpec
 from calculator.models.summary import ModelSummary
-from calculator.serving.auto_dtype import auto_dtype, check_given_dtype, checkpoint_dtype
+from calculator.serving.auto_dtype import auto_dtype, check_given_dtype, checkpoint_dtype, sglang_auto_dtype
 from calculator.serving.sglang import SGLANG_LEGACY
 
 SERVED_FORMATS = ("mxfp4", "nvfp4", "fp8-block128", "torchao-int4", "torchao-int8")  # the others: engines.py
@@ -160,10 +160,10 @@ def serving_precision(model, card: Gpu, engine: str, dtype: str | None,
 def default_weights(model, card: Gpu, engine: str, version: str | None = None) -> tuple[str, str]:
     """(precision, why) when none is asked for: the checkpoint's own format when the engine
     runs it on this card (vLLM loads gpt-oss in MXFP4 whatever --dtype says), else the engine's
-    `--dtype auto` (vLLM: the checkpoint's dtype where the card runs it, auto_dtype.py; SGLang:
-    bfloat16), why being "default", or "shipped_not_run" when the checkpoint ships a format the
+    `--dtype auto` (vLLM: the checkpoint's dtype where the card runs it; SGLang: the checkpoint's
+    dtype, a float32 one in float16; auto_dtype.py), why being "default", or "shipped_not_run" when the checkpoint ships a format the
     engine does not run here (shipped_refusal says why)."""
-    plain = auto_dtype(model.config, capability(card))[0] if engine == "vllm" else "bfloat16"
+    plain = auto_dtype(model.config, capability(card))[0] if engine == "vllm" else sglang_auto_dtype(model.config)
     shipped = served_format(shipped_format(model.config))
     if shipped is None:
         return plain, "default"
