@@ -60,7 +60,7 @@ function draw(host) {
   host.__guidePending = null;
   plotly(pending.source)
     .then(Plotly => Plotly.react(host, pending.figure.data || [], themed(pending.figure.layout || {}, host), CONFIG))
-    .catch(error => { host.textContent = String(error.message || error); });
+    .catch(() => { host.textContent = pending.unavailable || ""; });  // in the reader's language
 }
 
 const watcher = new IntersectionObserver(entries => {
@@ -89,7 +89,7 @@ export default function (component) {
   if (host.__guideFigure !== data.figure || host.__guideTheme !== theme) {  // a new figure, or light / dark
     host.__guideFigure = data.figure;
     host.__guideTheme = theme;
-    host.__guidePending = { figure: JSON.parse(data.figure), source: data.source };
+    host.__guidePending = { figure: JSON.parse(data.figure), source: data.source, unavailable: data.unavailable };
     if (!host.__guideWatched) {
       host.__guideWatched = true;
       watcher.observe(host);  // its first report says whether the chart is on screen

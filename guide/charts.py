@@ -2,9 +2,8 @@
 
 A figure is written down as the calls that draw it (`Drawing`: add_bar, update_layout...) and
 built with plotly (then written as JSON) by `show_chart` only the first time those exact calls
-are made: plotly checks
-every property it is given (~40 ms a figure on a quiet 2-core machine, several per chapter),
-and a case change redraws every chart of the page, most of them with the same calls as before.
+are made: plotly checks every property it is given (~40 ms a figure on a quiet 2-core machine,
+several per chapter), and a case change redraws every chart of the page, most of them with the same calls as before.
 A chart whose data changed is built again; plotly then spends about half its time parsing the
 same property paths ("marker_color", "line_dash") again, so `keep_path_parses` keeps them.
 """
@@ -13,7 +12,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import plotly
 import plotly.graph_objects as go
 import plotly.io
 import streamlit as st
@@ -21,6 +19,7 @@ import streamlit.components.v2
 
 from guide.chapters import ROOT
 from guide.http import PLOTLY_PATH, base_path
+from guide.i18n import t
 
 GIB = 2**30
 # The figure methods a drawing takes down; each is replayed on a go.Figure, in order.
@@ -162,7 +161,8 @@ def show_chart(drawing: Drawing, key: str) -> None:
     st.plotly_chart is not used: it makes a new element, drawn from scratch, whenever the
     figure changes (docs/design.md)."""
     spec, height = chart_payload(drawing)
-    _CHART(key=f"chart-{key}", data={"figure": spec, "source": f"{base_path()}{PLOTLY_PATH}"}, height=height)
+    _CHART(key=f"chart-{key}", height=height, data={"figure": spec, "source": f"{base_path()}{PLOTLY_PATH}",
+                                                    "unavailable": t("frame.chart_unavailable")})
 
 
 def base_layout(fig: Drawing, x_title: str, y_title: str, lang: str = "en", height: int = 380) -> Drawing:

@@ -24,6 +24,7 @@ it (Streamlit's own server, in its ASGI mode); each reader's page then runs Home
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
 from functools import lru_cache
@@ -184,7 +185,7 @@ class GuideMiddleware:
 
     async def _plotly(self, scope, send) -> None:
         """plotly.js, gzipped when the browser takes it (4.8 MB, 1.4 MB gzipped), cached a year."""
-        plain, packed = plotly_js()
+        plain, packed = await asyncio.to_thread(plotly_js)  # the first request reads and gzips it
         accepts = any(name.lower() == b"accept-encoding" and b"gzip" in value.lower()
                       for name, value in scope.get("headers", []))
         body = packed if accepts else plain

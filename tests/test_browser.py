@@ -189,3 +189,13 @@ def test_a_chart_is_drawn_on_screen_and_takes_a_new_case_in_place(server, page):
     page.locator(below).scroll_into_view_if_needed()
     wait_until(page, "(sel) => document.querySelector(sel + ' .main-svg')", arg=below)
     assert page.evaluate("() => window.__csp") == []
+
+
+def test_a_chart_whose_library_does_not_load_says_so_in_the_readers_language(server, page):
+    from calculator.core.messages import text
+
+    page.route("**/_guide/plotly-*", lambda route: route.abort())
+    page.set_viewport_size({"width": 1280, "height": 1600})
+    open_url(page, f"{server.url}/oom?lang=fr#context-length")
+    wait_until(page, "([sel, said]) => { const h = document.querySelector(sel); return h && h.textContent === said; }",
+               arg=[CHART.format("context-memory"), text("frame.chart_unavailable", "fr")])

@@ -133,6 +133,12 @@ def test_a_chart_is_known_by_its_key_alone_and_holds_its_height():
     assert charts.chart_payload(Drawing().add_bar(x=[1], y=[2]))[1] == charts.DEFAULT_HEIGHT == 450  # plotly's
     source = json.loads(second[0].json)["source"]
     assert source == PLOTLY_PATH and source.endswith(f"plotly-{plotly.__version__}.min.js")
+    # what the chart says if plotly.js cannot load, in the page's language
+    from calculator.core.messages import text
+
+    assert json.loads(second[0].json)["unavailable"] == text("frame.chart_unavailable", "en")
+    at.query_params["lang"] = "fr"
+    assert json.loads(_charts(at.run())[0].json)["unavailable"] == text("frame.chart_unavailable", "fr")
 
 
 def test_the_sampled_simulation_is_the_simulation_of_the_sampled_lengths_and_is_kept():

@@ -161,8 +161,8 @@ def default_weights(model, card: Gpu, engine: str, version: str | None = None) -
     """(precision, why) when none is asked for: the checkpoint's own format when the engine
     runs it on this card (vLLM loads gpt-oss in MXFP4 whatever --dtype says), else the engine's
     `--dtype auto` (vLLM: the checkpoint's dtype where the card runs it; SGLang: the checkpoint's
-    dtype, a float32 one in float16; auto_dtype.py), why being "default", or "shipped_not_run" when the checkpoint ships a format the
-    engine does not run here (shipped_refusal says why)."""
+    dtype, a float32 one in float16; auto_dtype.py), why being "default", or "shipped_not_run"
+    when the checkpoint ships a format the engine does not run here (shipped_refusal says why)."""
     plain = auto_dtype(model.config, capability(card))[0] if engine == "vllm" else sglang_auto_dtype(model.config)
     shipped = served_format(shipped_format(model.config))
     if shipped is None:
