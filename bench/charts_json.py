@@ -55,10 +55,9 @@ def charts() -> dict[str, str]:
 
 def chart_figures(at) -> list[str]:
     """Each chart's figure JSON, in page order (guide/charts.py)."""
-    from guide.charts import CHART_COMPONENT
+    from tests.apptest import chart_elements
 
-    return [json.loads(element.proto.json)["figure"] for element in at.get("bidi_component")
-            if element.proto.component_name == CHART_COMPONENT]
+    return [json.loads(chart.json)["figure"] for chart in chart_elements(at)]
 
 
 def differences(before: dict[str, str], after: dict[str, str]) -> list[str]:

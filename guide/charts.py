@@ -118,14 +118,19 @@ def _built(keyed: _Keyed) -> go.Figure:
     return keyed.drawing.figure()
 
 
+def _keyed(drawing: Drawing) -> _Keyed | None:
+    """The drawing as a cache key, or None when an argument cannot be compared (a numpy array)."""
+    try:
+        return _Keyed(drawing, drawing.key())
+    except TypeError:
+        return None
+
+
 def kept_figure(drawing: Drawing) -> go.Figure:
     """The figure the drawing makes: the one built the first time its calls were made (read it,
     never change it), or a new one when an argument cannot be compared (a numpy array)."""
-    try:
-        key = drawing.key()
-    except TypeError:
-        return drawing.figure()
-    return _built(_Keyed(drawing, key))
+    keyed = _keyed(drawing)
+    return drawing.figure() if keyed is None else _built(keyed)
 
 
 @lru_cache(maxsize=KEPT_FIGURES)
@@ -140,11 +145,8 @@ def _payload(figure: go.Figure) -> tuple[str, int]:
 def chart_payload(drawing: Drawing) -> tuple[str, int]:
     """The figure the drawing makes as the JSON plotly.js reads, and its height in pixels:
     made once per drawing, like the figure."""
-    try:
-        key = drawing.key()
-    except TypeError:
-        return _payload(drawing.figure())
-    return _kept_payload(_Keyed(drawing, key))
+    keyed = _keyed(drawing)
+    return _payload(drawing.figure()) if keyed is None else _kept_payload(keyed)
 
 
 # One component for every chart (assets/chart.js); its element is identified by its key alone,

@@ -34,10 +34,15 @@ def is_link(text: str) -> bool:
     return text.startswith(("http://", "https://", "/")) or "?lang=" in text
 
 
+def chart_elements(at: AppTest) -> list:
+    """The page's chart elements (guide/charts.py), in page order: each its component's proto,
+    whose `json` holds the figure, plotly.js's source and the message if it cannot load."""
+    return [element.proto for element in at.get("bidi_component") if element.proto.component_name == CHART_COMPONENT]
+
+
 def chart_specs(at: AppTest) -> list[dict]:
-    """The figures the page draws (guide/charts.py), as plotly.js gets them, in page order."""
-    return [json.loads(json.loads(element.proto.json)["figure"]) for element in at.get("bidi_component")
-            if element.proto.component_name == CHART_COMPONENT]
+    """The figures the page draws, as plotly.js gets them, in page order."""
+    return [json.loads(json.loads(chart.json)["figure"]) for chart in chart_elements(at)]
 
 
 def chart_data(spec: dict) -> str:

@@ -20,6 +20,7 @@ from calculator.models.seam import catalog_model
 from guide import charts
 from guide.charts import Drawing, KEPT_FIGURES, kept_figure
 from guide.http import PLOTLY_PATH
+from tests.apptest import chart_elements
 
 LLAMA = catalog_model("llama-3-8b")
 
@@ -102,17 +103,13 @@ def _two_charts() -> None:
     show_chart(fig, key="two")
 
 
-def _charts(at: AppTest) -> list:
-    return [element.proto for element in at.get("bidi_component") if element.proto.component_name == "guide.chart"]
-
-
 def test_sessions_share_a_kept_figure_without_changing_it():
     drawing = Drawing().add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights").update_layout(height=300)
     kept = kept_figure(drawing)
     before = kept.to_dict()
     sessions = [AppTest.from_function(_two_charts) for _ in range(2)]
     sessions[1].query_params["height"] = "410"
-    specs = [[json.loads(json.loads(c.json)["figure"]) for c in _charts(at.run())] for at in sessions]
+    specs = [[json.loads(json.loads(c.json)["figure"]) for c in chart_elements(at.run())] for at in sessions]
     assert [s["layout"]["height"] for s in specs[0]] == [300, 300]
     assert [s["layout"]["height"] for s in specs[1]] == [410, 410]  # the other session's case, its own figure
     assert specs[0][0]["data"] == json.loads(plotly.io.to_json(before))["data"]
@@ -124,9 +121,9 @@ def test_a_chart_is_known_by_its_key_alone_and_holds_its_height():
     (st.plotly_chart's element id is hashed from the figure: a new element, drawn from scratch);
     the space the figure takes is held for it before plotly.js draws it."""
     at = AppTest.from_function(_two_charts)
-    first = _charts(at.run())
+    first = chart_elements(at.run())
     at.query_params["height"] = "410"
-    second = _charts(at.run())
+    second = chart_elements(at.run())
     assert [c.id for c in first] == [c.id for c in second] and first[0].id != first[1].id
     assert [json.loads(c.json)["figure"] for c in first] != [json.loads(c.json)["figure"] for c in second]
     assert charts.chart_payload(Drawing().add_bar(x=[1], y=[2]).update_layout(height=410))[1] == 410
@@ -138,7 +135,7 @@ def test_a_chart_is_known_by_its_key_alone_and_holds_its_height():
 
     assert json.loads(second[0].json)["unavailable"] == text("frame.chart_unavailable", "en")
     at.query_params["lang"] = "fr"
-    assert json.loads(_charts(at.run())[0].json)["unavailable"] == text("frame.chart_unavailable", "fr")
+    assert json.loads(chart_elements(at.run())[0].json)["unavailable"] == text("frame.chart_unavailable", "fr")
 
 
 def test_the_sampled_simulation_is_the_simulation_of_the_sampled_lengths_and_is_kept():
