@@ -8,7 +8,6 @@ import html
 import json
 from pathlib import Path
 import re
-from urllib.parse import urlencode
 
 import streamlit as st
 
@@ -18,6 +17,7 @@ from guide.chapters import Chapter
 from guide.format import escape_markdown
 from calculator.core.messages import catalog, text
 from guide.i18n import LANGUAGE_NAMES, current_language, remember_language, t
+from guide.section_links import section_links
 from guide.markdown import ChapterList, Heading, Text, WidgetSlot, localize_links, parse
 from guide.typography import for_language
 from guide.url_values import dropped, refuse_bad_values
@@ -66,13 +66,15 @@ def render_page(slug: str) -> None:
     if missing_page:
         st.warning(t("frame.unknown_page", page=escape_markdown(missing_page, 60)))
     case = case_bar(chapter.case, chapter.defaults, lang) if chapter.case else None
+    # every heading's "Link to this section", made in the browser from the case pinned here
+    section_links([b.anchor for b in blocks if isinstance(b, Heading)], lang, case)
     carried = carried_query(lang)
     slugs = {c.slug for c in chapters.CHAPTERS if c.slug}
     anchor = "top"
     for block in blocks:
         if isinstance(block, Heading):
             anchor = block.anchor
-            _heading(block, chapter, lang, case)
+            _heading(block, lang)
         elif isinstance(block, Text):
             st.markdown(for_language(localize_links(block.markdown, lang, slugs, carried), lang))
         elif isinstance(block, WidgetSlot):
@@ -134,31 +136,12 @@ def _language_switch(lang: str, blocks) -> None:
             + _asset(SWITCH_SCRIPT), unsafe_allow_javascript=True)
 
 
-def _heading(block: Heading, chapter: Chapter, lang: str, case=None) -> None:
+def _heading(block: Heading, lang: str) -> None:
     title = for_language(block.text, lang)
     if block.level <= 2:
         st.header(title, anchor=block.anchor)
     else:
         st.subheader(title, anchor=block.anchor)
-    url = f"{st.context.url or ''}?{urlencode(section_query(lang, case))}#{block.anchor}"
-    with st.popover(t("frame.section_link"), icon=":material/link:", type="tertiary"):
-        st.caption(t("frame.section_link_help"))
-        st.code(url, language=None, wrap_lines=True)
-
-
-def section_query(lang: str, case=None) -> list[tuple[str, str]]:
-    """What a link to a section carries: the language, the chapter's whole case with its
-    defaults written out (a link posted today means the same when a default changes), then
-    everything else the reader set on the page (every calculator's values), so it opens
-    exactly as they see it."""
-    from guide.case import CASE_PARAMS, pinned_pairs
-
-    query = {key: st.query_params.get_all(key) for key in st.query_params}
-    pairs = [("lang", lang), *pinned_pairs(case, query)]
-    for key, values in query.items():
-        if key != "lang" and key not in CASE_PARAMS:
-            pairs += [(key, value) for value in values]
-    return pairs
 
 
 def _chapter_list(carried: dict[str, str]) -> None:

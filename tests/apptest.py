@@ -9,6 +9,7 @@ from streamlit.util import calc_hash
 
 from guide import chapters
 from guide.charts import CHART_COMPONENT
+from guide.section_links import SECTION_LINKS_COMPONENT
 from tests.conftest import ROOT
 
 
@@ -32,6 +33,21 @@ def is_link(text: str) -> bool:
     """A link a reader copies (the share box, "link to this section"): it echoes every URL
     parameter, so it would change with any input whether or not a result does."""
     return text.startswith(("http://", "https://", "/")) or "?lang=" in text
+
+
+def section_links(at: AppTest) -> dict:
+    """What the page gives its "Link to this section" buttons (guide/section_links.py): the
+    pinned query every link starts with, the names it pins, the headings' anchors, the texts."""
+    [element] = [e.proto for e in at.get("bidi_component") if e.proto.component_name == SECTION_LINKS_COMPONENT]
+    return json.loads(element.json)
+
+
+def section_link(at: AppTest, anchor: str) -> str:
+    """The link assets/section_links.js makes for a section, from the page's address in the
+    browser (`at.context`'s URL) when the address bar carries nothing beyond the case."""
+    data = section_links(at)
+    assert anchor in data["anchors"]
+    return f"{at.context['url']}?{data['pinned']}#{anchor}"
 
 
 def chart_elements(at: AppTest) -> list:

@@ -199,3 +199,41 @@ def test_a_chart_whose_library_does_not_load_says_so_in_the_readers_language(ser
     open_url(page, f"{server.url}/oom?lang=fr#context-length")
     wait_until(page, "([sel, said]) => { const h = document.querySelector(sel); return h && h.textContent === said; }",
                arg=[CHART.format("context-memory"), text("frame.chart_unavailable", "fr")])
+
+
+def test_a_section_link_pins_the_case_and_what_the_reader_set(server, page):
+    """"Link to this section" (guide/section_links.py, assets/section_links.js): under a
+    heading, it opens the section's address, in the page's language, with the case written out
+    in full, the calculator values the address bar holds and the section; copied, it is the
+    same text; after a case change it carries the new case; opened, it lands there."""
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+    open_url(page, f"{server.url}/oom?lang=fr&batch=2&dd_batch=48#batch-size")
+    heading = page.locator("[data-testid='stHeading']").filter(has=page.locator("#batch-size"))
+    toggle = heading.locator(".guide-section-link-toggle")
+    toggle.wait_for()
+    assert toggle.inner_text().endswith("Lien vers cette section")
+    per_heading = page.evaluate("""() => [...document.querySelectorAll(
+        "[data-testid='stMainBlockContainer'] [data-testid='stHeading']")].filter(h => h.querySelector('h2[id], h3[id]'))
+        .map(h => h.querySelectorAll('.guide-section-link').length)""")
+    assert len(per_heading) >= len(chapters.by_slug("oom").anchors) and set(per_heading) == {1}  # each heading, once
+    toggle.click()
+    address = heading.locator(".guide-section-link-address")
+    pinned = "lang=fr&model=llama-3.1-8b&gpu=rtx4090&dtype=bfloat16&batch=2&prompt=4096&new_tokens=512"
+    assert address.inner_text() == f"{server.url}/oom?{pinned}&workload=generation&dd_batch=48#batch-size"
+    heading.locator(".guide-section-link-copy").click()
+    wait_until(page, "(el) => el.textContent.endsWith('Copié')", arg=heading.locator(".guide-section-link-copy").element_handle())
+    assert page.evaluate("navigator.clipboard.readText()") == address.inner_text()
+    page.keyboard.press("Escape")
+    assert address.is_hidden() and toggle.get_attribute("aria-expanded") == "false"
+    box = page.locator(".st-key-case_batch input").first
+    box.fill("5")
+    box.press("Enter")
+    wait_until(page, "() => location.search.includes('batch=5') && !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    toggle.click()
+    copied = address.inner_text()
+    assert "&batch=5&" in copied and copied.endswith("&dd_batch=48#batch-size")
+    other = page.context.new_page()
+    open_url(other, copied)
+    assert heading_in_view(other, "batch-size")
+    wait_until(other, "() => { const box = document.querySelector('.st-key-case_batch input'); return box && box.value === '5'; }")
+    other.close()

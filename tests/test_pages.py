@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from guide import chapters
-from tests.apptest import fingerprint, open_page
+from tests.apptest import fingerprint, open_page, section_link, section_links
 
 LANGS = ("en", "fr")
 
@@ -52,20 +52,26 @@ def test_unknown_language_falls_back_and_says_so():
 def test_section_links_carry_language_and_anchor():
     # every value of the chapter's case is written out, defaults included (issue 24.5), so the
     # link means the same when a default changes; the address bar itself stays short
+    # (the link itself is made in the browser: tests/test_browser.py opens and copies one)
     at = open_page("slow-model", "fr")
-    codes = [c.value for c in at.code]
+    links = section_links(at)
     pinned = ("model=llama-3.1-8b&gpu=l4&dtype=bfloat16&batch=8&prompt=1024&new_tokens=256&workload=generation"
               "&items=100000")
-    assert f"http://localhost:8501/slow-model?lang=fr&{pinned}#batch-size" in codes
+    assert links["pinned"] == f"lang=fr&{pinned}"
+    rendered = [h.proto.anchor for h in list(at.header) + list(at.subheader)]
+    assert sorted(links["anchors"]) == sorted(rendered) and "batch-size" in rendered  # every heading has its link
+    assert (links["label"], links["copy"]) == ("Lien vers cette section", "Copier")
     assert dict(at.query_params) == {"lang": ["fr"]} or dict(at.query_params) == {"lang": "fr"}
+    home = section_links(open_page("", "en", gpu="h100"))  # the home page pins its own case
+    assert home["pinned"] == "lang=en&model=llama-3.1-8b&gpu=h100&dtype=bfloat16"
 
 
 def test_copied_links_pin_the_case_and_reproduce_it_when_defaults_change(monkeypatch):
     at = open_page("oom", "en", model="mistral-7b-v0.1", batch="3")
-    section = next(c.value for c in at.code if c.value.endswith("#context-length"))
-    links = [c.value for c in at.code if c.value.startswith("http")]  # section links and share boxes
+    section = section_link(at, "context-length")
+    links = [section, *(c.value for c in at.code if c.value.startswith("http"))]  # the share boxes too
     pinned = "?lang=en&model=mistral-7b-v0.1&gpu=rtx4090&dtype=bfloat16&batch=3&prompt=4096&new_tokens=512"
-    assert len(links) > 5 and all(pinned in link for link in links)
+    assert len(links) > 4 and all(pinned in link for link in links)
     # the same link opened after the chapter's defaults changed: the same figures
     from dataclasses import replace
     from urllib.parse import parse_qsl, urlsplit
