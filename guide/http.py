@@ -15,6 +15,11 @@ it (Streamlit's own server, in its ASGI mode); each reader's page then runs Home
 - `/_guide/plotly-<version>.min.js` is plotly.js as the installed plotly package ships it, for
   the guide's charts (guide/charts.py, assets/chart.js): a script from the guide itself, which
   the policy below already allows.
+- Streamlit's own scripts and styles (`/static/js/*.js`, `/static/css/*.css`, names that carry
+  their content's hash) go gzipped to a browser that takes it: Streamlit's server sends them as
+  they are (about 4 MB of scripts for a chapter's first load, 1.2 MB gzipped). Each is
+  compressed once, on its first request, and kept (the folder is fixed: 7 MB gzipped at
+  most). A request that asks whether its copy is still good, or for a range, goes to Streamlit.
 - Every answer carries the security headers of SECURITY_HEADERS (README, "Running it for a
   team", gives the same to a reverse proxy): a Content-Security-Policy that lets the guide's
   own scripts run and nothing from elsewhere, no framing but by the guide itself (or the
@@ -27,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import re
 from functools import lru_cache
+from pathlib import Path
 from urllib.parse import unquote
 
 # Streamlit's own routes (first path segment): never redirected.
@@ -44,6 +51,18 @@ def _plotly_version() -> str:
 # plotly.js as the installed plotly package ships it, for the guide's charts (assets/chart.js);
 # its version in the name, so a browser keeps it until plotly is upgraded.
 PLOTLY_PATH = f"/_guide/plotly-{_plotly_version()}.min.js"
+
+
+# Streamlit's own scripts and styles, as its page asks for them (./static/js/index.<hash>.js).
+STATIC_TEXT = re.compile(r"/static/(js|css)/([A-Za-z0-9_-][A-Za-z0-9_.-]*\.(?:js|css))")
+STATIC_TYPES = {"js": b"text/javascript; charset=utf-8", "css": b"text/css; charset=utf-8"}
+ASKS_ABOUT_ITS_COPY = (b"if-none-match", b"if-modified-since", b"range")
+
+
+def _streamlit_static() -> Path:
+    import streamlit
+
+    return Path(streamlit.__file__).parent / "static" / "static"
 
 
 def content_security_policy(frame_ancestors: str = "'self'") -> str:
@@ -141,6 +160,23 @@ def plotly_js() -> tuple[bytes, bytes]:
     return plain, gzip.compress(plain, compresslevel=6, mtime=0)
 
 
+@lru_cache(maxsize=1024)  # Streamlit 1.67 ships 317 scripts and styles: all of them fit
+def static_gzipped(folder: str, name: str) -> bytes | None:
+    """One of Streamlit's scripts or styles, gzipped (read and compressed once); None when
+    Streamlit ships no such file."""
+    import gzip
+
+    root = _streamlit_static() / folder
+    path = root / name
+    if path.parent != root or not path.is_file():
+        return None
+    return gzip.compress(path.read_bytes(), compresslevel=6, mtime=0)
+
+
+def accepts_gzip(scope) -> bool:
+    return any(name.lower() == b"accept-encoding" and b"gzip" in value.lower() for name, value in scope.get("headers", []))
+
+
 class GuideMiddleware:
     """The rules above, around Streamlit's ASGI app."""
 
@@ -160,6 +196,13 @@ class GuideMiddleware:
         if inner == PLOTLY_PATH and scope["method"] in ("GET", "HEAD"):
             await self._plotly(scope, send)
             return
+        static = STATIC_TEXT.fullmatch(inner)
+        if (static and scope["method"] in ("GET", "HEAD") and accepts_gzip(scope)
+                and not any(name.lower() in ASKS_ABOUT_ITS_COPY for name, _ in scope.get("headers", []))):
+            packed = await asyncio.to_thread(static_gzipped, static[1], static[2])
+            if packed is not None:
+                await self._gzipped(scope, send, packed, STATIC_TYPES[static[1]])
+                return
         if is_metrics(scope, base) and not self._local(scope):
             await self._answer(send, 404, b"Not Found")
             return
@@ -186,12 +229,19 @@ class GuideMiddleware:
     async def _plotly(self, scope, send) -> None:
         """plotly.js, gzipped when the browser takes it (4.8 MB, 1.4 MB gzipped), cached a year."""
         plain, packed = await asyncio.to_thread(plotly_js)  # the first request reads and gzips it
-        accepts = any(name.lower() == b"accept-encoding" and b"gzip" in value.lower()
-                      for name, value in scope.get("headers", []))
-        body = packed if accepts else plain
-        headers = [(b"content-type", b"text/javascript; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+        if accepts_gzip(scope):
+            await self._gzipped(scope, send, packed, STATIC_TYPES["js"])
+        else:
+            await self._kept_a_year(scope, send, plain, STATIC_TYPES["js"], [])
+
+    async def _gzipped(self, scope, send, body: bytes, content_type: bytes) -> None:
+        await self._kept_a_year(scope, send, body, content_type, [(b"content-encoding", b"gzip")])
+
+    async def _kept_a_year(self, scope, send, body: bytes, content_type: bytes, extra: list) -> None:
+        """A file whose name changes with its content: the browser keeps it a year."""
+        headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
                    (b"cache-control", b"public, max-age=31536000, immutable"), (b"vary", b"accept-encoding"),
-                   *([(b"content-encoding", b"gzip")] if accepts else []), *self.headers]
+                   *extra, *self.headers]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
 

@@ -5,6 +5,7 @@ security headers."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +66,38 @@ def test_the_charts_plotly_js_is_the_installed_packages_gzipped_when_taken_and_k
     assert call(PLOTLY_PATH, method="HEAD", body=head)[0] == 200 and b"".join(head) == b""
     assert call(PLOTLY_PATH, method="POST")[0] == 200  # not ours: Streamlit answers
     assert call(PLOTLY_PATH.replace(".min.js", ".js"))[0] == 302  # any other file there is an unknown page
+
+
+def test_streamlit_s_scripts_and_styles_go_gzipped_to_a_browser_that_takes_them():
+    import gzip
+
+    import streamlit
+
+    static = Path(streamlit.__file__).parent / "static" / "static"
+    script = max((static / "js").glob("index.*.js"), key=lambda p: p.stat().st_size)
+    style = next((static / "css").glob("*.css"))
+    gz = [(b"accept-encoding", b"gzip, deflate, br")]
+    for path, kind in ((script, "text/javascript"), (style, "text/css")):
+        url, body = f"/static/{path.parent.name}/{path.name}", []
+        status, headers = call(url, headers=gz, body=body)
+        assert status == 200 and headers["content-encoding"] == "gzip" and headers["content-type"].startswith(kind)
+        assert gzip.decompress(b"".join(body)) == path.read_bytes() and int(headers["content-length"]) == len(b"".join(body))
+        assert "immutable" in headers["cache-control"] and headers["vary"] == "accept-encoding"
+        assert headers["content-security-policy"] == content_security_policy()
+        head = []
+        assert call(url, headers=gz, method="HEAD", body=head)[0] == 200 and b"".join(head) == b""
+    assert len(gzip.compress(script.read_bytes())) < script.stat().st_size / 2
+    url = f"/static/js/{script.name}"
+    # Streamlit answers: no gzip asked, a copy to check, a range, a file it does not ship, not a script
+    for headers in ([], [*gz, (b"if-none-match", b'"x"')], [*gz, (b"range", b"bytes=0-9")]):
+        body = []
+        assert call(url, headers=headers, body=body)[0] == 200 and b"".join(body) == b"streamlit"
+    for other in ("/static/js/nothing.js", "/static/js/../css/x.css", "/static/js/%2e%2e%2fx.js", "/static/media/x.woff2",
+                  "/static/js/index.js.map", "/static/js/.hidden.js"):
+        body = []
+        call(other, headers=gz, body=body)
+        assert b"".join(body) == b"streamlit", other
+    assert call(url, headers=gz, method="POST", body=(body := []))[0] == 200 and b"".join(body) == b"streamlit"
 
 
 def test_only_a_direct_local_request_reads_the_metrics():
