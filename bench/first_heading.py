@@ -6,6 +6,13 @@ message, the first h1. What the bare app takes is Streamlit's floor on this mach
 difference is ours.
 
     python -m bench first_heading [--loads 5] [--slug oom ...]   (home for the home page)
+    python -m bench first_heading --network 20 [--rtt 40]
+
+With `--network MBIT`, every load goes over a network Chromium emulates (DevTools protocol:
+that bandwidth each way, that round trip), as for a reader away from the server, and the table
+adds the bytes the page's HTTP answers took on the wire (the websocket's messages not counted).
+This machine's loopback hides what the bytes cost; there the bare app, served by Streamlit
+alone, sends its scripts as they are, and the guide gzipped (guide/http.py).
 
 Bounded: each load gives up after 60 s; 10 chapters x 5 loads take about 2 minutes alone.
 """
@@ -52,24 +59,41 @@ def start_bare(folder: Path) -> GuideServer:
     return GuideServer(cwd=folder, script="bare.py").wait()
 
 
-async def load(browser, url: str) -> dict[str, float]:
-    """One fresh load (new context: nothing cached), each step in ms from navigation start."""
+async def load(browser, url: str, network: tuple[float, float] | None = None) -> dict[str, float]:
+    """One fresh load (new context: nothing cached), each step in ms from navigation start;
+    over `network` (Mbit/s, round trip in ms) if given, with the bytes on the wire then."""
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         page = await context.new_page()
         await page.add_init_script(PROBE)
+        wire = []
+        if network is not None:
+            cdp = await context.new_cdp_session(page)
+            await cdp.send("Network.enable")
+            rate = network[0] * 1e6 / 8  # bytes per second
+            await cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": network[1],
+                                                                 "downloadThroughput": rate, "uploadThroughput": rate})
+            cdp.on("Network.loadingFinished", lambda event: wire.append(event["encodedDataLength"]))
         await page.goto(url, timeout=TIMEOUT_MS)
         await page.wait_for_selector("h1", timeout=TIMEOUT_MS)
-        return await page.evaluate(READ)
+        steps = await page.evaluate(READ)
+        if network is not None:
+            await page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                                         timeout=TIMEOUT_MS)
+            await page.wait_for_timeout(500)  # the scripts the page asks for as it draws
+            steps["wire_mb"] = sum(wire) / 1e6
+        return steps
     finally:
         await context.close()
 
 
 def medians(loads: list[dict[str, float]]) -> dict[str, float]:
-    return {step: statistics.median(row[step] for row in loads if row.get(step) is not None) for step in STEPS}
+    return {step: statistics.median(row[step] for row in loads if row.get(step) is not None)
+            for step in (*STEPS, "wire_mb") if any(row.get(step) is not None for row in loads)}
 
 
-async def measure(guide_url: str, bare_url: str, slugs: list[str] | None, loads: int) -> dict[str, dict]:
+async def measure(guide_url: str, bare_url: str, slugs: list[str] | None, loads: int,
+                  network: tuple[float, float] | None = None) -> dict[str, dict]:
     from playwright.async_api import async_playwright
 
     pages = {"bare Streamlit": bare_url}
@@ -82,7 +106,7 @@ async def measure(guide_url: str, bare_url: str, slugs: list[str] | None, loads:
             await load(browser, url)  # warm both servers' imports
         for _ in range(loads):  # in turns: the machine's load moves between rounds, not within
             for name, url in pages.items():
-                found[name].append(await load(browser, url))
+                found[name].append(await load(browser, url, network))
         await browser.close()
     return {name: medians(rows) for name, rows in found.items()}
 
@@ -91,20 +115,26 @@ def main(options: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench first_heading")
     parser.add_argument("--loads", type=int, default=5, help="loads of each page")
     parser.add_argument("--slug", nargs="*", help="only these chapters (home for the home page)")
+    parser.add_argument("--network", type=float, help="load over an emulated network of this many Mbit/s")
+    parser.add_argument("--rtt", type=float, default=40.0, help="that network's round trip, in ms")
     args = parser.parse_args(options or [])
+    network = (args.network, args.rtt) if args.network else None
     server = GuideServer().wait()
     with tempfile.TemporaryDirectory() as folder:
         bare = start_bare(Path(folder))
         try:
-            rows = asyncio.run(measure(server.url, bare.url, args.slug, args.loads))
+            rows = asyncio.run(measure(server.url, bare.url, args.slug, args.loads, network))
         finally:
             server.stop()
             bare.stop()
-    print(f"\nFirst heading, median of {args.loads} fresh loads each, ms from navigation start (Chromium)\n")
-    print("| page | " + " | ".join(STEPS) + " |")
-    print("|" + "---|" * (len(STEPS) + 1))
+    over = f", over {args.network:g} Mbit/s and {args.rtt:g} ms round trip" if network else ""
+    print(f"\nFirst heading, median of {args.loads} fresh loads each, ms from navigation start (Chromium{over})\n")
+    columns = [*STEPS, *(["wire_mb"] if network else [])]
+    print("| page | " + " | ".join(columns).replace("wire_mb", "MB on the wire") + " |")
+    print("|" + "---|" * (len(columns) + 1))
     for name, row in rows.items():
-        print(f"| {name} | " + " | ".join(f"{row[step]:.0f}" for step in STEPS) + " |")
+        print(f"| {name} | " + " | ".join(f"{row[step]:.2f}" if step == "wire_mb" else f"{row[step]:.0f}"
+                                         for step in columns) + " |")
 
 
 if __name__ == "__main__":
