@@ -50,7 +50,7 @@ function themed(layout, host) {
     const own = layout[name] || {};
     merged[name] = { ...axis, ...own, title: { ...axis.title, ...(own.title || {}) } };
   }
-  delete merged.template;  // plotly.py's default template: the page's look instead
+  delete merged.template;  // the page's look, never plotly.py's default template (guide/charts.py does not send it)
   return merged;
 }
 

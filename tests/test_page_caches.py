@@ -113,6 +113,11 @@ def test_sessions_share_a_kept_figure_without_changing_it():
     assert [s["layout"]["height"] for s in specs[0]] == [300, 300]
     assert [s["layout"]["height"] for s in specs[1]] == [410, 410]  # the other session's case, its own figure
     assert specs[0][0]["data"] == json.loads(plotly.io.to_json(before))["data"]
+    # the figure as plotly writes it, less its default template (assets/chart.js draws in the page's look)
+    plotlys = json.loads(plotly.io.to_json(before))
+    assert "template" in plotlys["layout"] and "template" not in specs[0][0]["layout"]
+    del plotlys["layout"]["template"]
+    assert specs[0][0] == plotlys
     assert kept_figure(drawing) is kept and kept.to_dict() == before  # drawing it changed nothing
 
 
