@@ -20,6 +20,10 @@ it (Streamlit's own server, in its ASGI mode); each reader's page then runs Home
   they are (about 4 MB of scripts for a chapter's first load, 1.2 MB gzipped). Each is
   compressed once, on its first request, and kept (the folder is fixed: 7 MB gzipped at
   most). A request that asks whether its copy is still good, or for a range, goes to Streamlit.
+- Streamlit's page (its index.html, at the root and at every chapter's path) gets one small
+  script first (assets/backend_url.js) that tells Streamlit's front end where the server is:
+  on its own it asks `/<chapter>/_stcore/health` first, gets a 404, pauses and asks the root,
+  about 130 ms of every chapter's first load.
 - Every answer carries the security headers of SECURITY_HEADERS (README, "Running it for a
   team", gives the same to a reverse proxy): a Content-Security-Policy that lets the guide's
   own scripts run and nothing from elsewhere, no framing but by the guide itself (or the
@@ -173,6 +177,42 @@ def static_gzipped(folder: str, name: str) -> bytes | None:
     return gzip.compress(path.read_bytes(), compresslevel=6, mtime=0)
 
 
+MAX_PAGE_BYTES = 1 << 20  # Streamlit's index.html is 5 KB; anything larger passes as it is
+
+
+@lru_cache(maxsize=1)
+def _backend_url_script() -> str:
+    from guide.chapters import ROOT
+
+    return (ROOT / "assets" / "backend_url.js").read_text(encoding="utf-8")
+
+
+def with_backend_url(page: bytes, depth: int, gzipped: bool = False) -> bytes:
+    """Streamlit's page with assets/backend_url.js first in its head (depth: how many path
+    segments the page sits below the server's root), gzipped again if it came so."""
+    import gzip
+    import zlib
+
+    if gzipped:
+        unpacker = zlib.decompressobj(wbits=31)
+        try:
+            plain = unpacker.decompress(page, 4 * MAX_PAGE_BYTES)
+        except zlib.error:
+            return page
+        if unpacker.unconsumed_tail:  # larger than any page of Streamlit's: left as it is
+            return page
+    else:
+        plain = page
+    marker = b"<head>"
+    at = plain.find(marker)
+    if at < 0:
+        return page
+    script = f'<script data-guide-depth="{depth}">{_backend_url_script()}</script>'.encode()
+    at += len(marker)
+    plain = plain[:at] + script + plain[at:]
+    return gzip.compress(plain, compresslevel=6, mtime=0) if gzipped else plain
+
+
 def accepts_gzip(scope) -> bool:
     return any(name.lower() == b"accept-encoding" and b"gzip" in value.lower() for name, value in scope.get("headers", []))
 
@@ -219,7 +259,39 @@ class GuideMiddleware:
                 message["headers"] = [*message.get("headers", []), *(h for h in self.headers if h[0] not in present)]
             await send(message)
 
-        await self.app(scope, receive, with_headers)
+        page = (scope["method"] == "GET" and len(segments) <= 1
+                and not any(s in STREAMLIT_PREFIXES or s.startswith("_stcore") or "." in s for s in segments))
+        await self.app(scope, receive, self._page_sender(with_headers, len(segments)) if page else with_headers)
+
+    @staticmethod
+    def _page_sender(send, depth: int):
+        """A sender that puts assets/backend_url.js into Streamlit's page (an HTML answer, not
+        encoded, of a bounded size) and passes anything else as it comes."""
+        held: dict = {}
+
+        async def sender(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = dict((name.lower(), value) for name, value in message.get("headers", []))
+                encoding = headers.get(b"content-encoding", b"").lower()
+                if (headers.get(b"content-type", b"").startswith(b"text/html") and encoding in (b"", b"gzip")
+                        and int(headers.get(b"content-length", b"0") or 0) <= MAX_PAGE_BYTES):
+                    held.update(start=message, body=[], gzipped=encoding == b"gzip")  # Streamlit gzips its page
+                    return
+            elif message["type"] == "http.response.body" and "start" in held:
+                held["body"].append(message.get("body", b""))
+                if message.get("more_body", False) and sum(map(len, held["body"])) <= MAX_PAGE_BYTES:
+                    return
+                start, body, more = held.pop("start"), b"".join(held.pop("body")), message.get("more_body", False)
+                if not more:  # the whole page: in with the script, and its new length
+                    body = with_backend_url(body, depth, held.pop("gzipped"))
+                    start["headers"] = [(name, str(len(body)).encode() if name.lower() == b"content-length" else value)
+                                        for name, value in start.get("headers", [])]
+                await send(start)
+                await send({"type": "http.response.body", "body": body, "more_body": more})
+                return
+            await send(message)
+
+        return sender
 
     @staticmethod
     def _local(scope) -> bool:

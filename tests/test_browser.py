@@ -237,3 +237,15 @@ def test_a_section_link_pins_the_case_and_what_the_reader_set(server, page):
     assert heading_in_view(other, "batch-size")
     wait_until(other, "() => { const box = document.querySelector('.st-key-case_batch input'); return box && box.value === '5'; }")
     other.close()
+
+
+def test_a_chapter_finds_its_server_at_the_first_try(server, page):
+    """guide/http.py puts assets/backend_url.js into Streamlit's page: on a chapter's path the
+    front end asks the server's root at once, not /<chapter>/_stcore/health (a 404, then a
+    pause) first; the page still connects and draws."""
+    asked = []
+    page.on("request", lambda request: asked.append(urlparse(request.url).path))
+    open_url(page, f"{server.url}/oom?lang=fr#batch-size")
+    assert page.evaluate("() => window.__streamlit.BACKEND_BASE_URL") == f"{server.url}/"
+    assert "/_stcore/health" in asked and not any(path.startswith("/oom/") for path in asked)
+    assert heading_in_view(page, "batch-size")

@@ -100,6 +100,54 @@ def test_streamlit_s_scripts_and_styles_go_gzipped_to_a_browser_that_takes_them(
     assert call(url, headers=gz, method="POST", body=(body := []))[0] == 200 and b"".join(body) == b"streamlit"
 
 
+PAGE = b"<!DOCTYPE html><html><head><title>Streamlit</title></head><body></body></html>"
+
+
+def serve_page(path: str, page: bytes = PAGE, encoding: bytes | None = None, method: str = "GET",
+               content_type: bytes = b"text/html; charset=utf-8") -> tuple[dict, bytes]:
+    """What the middleware sends for `path` when Streamlit answers it with `page`."""
+    async def app(scope, receive, send):
+        headers = [(b"content-type", content_type), (b"content-length", str(len(page)).encode()),
+                   *([(b"content-encoding", encoding)] if encoding else [])]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": page})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+             "client": ("127.0.0.1", 40000), "headers": []}
+    asyncio.run(GuideMiddleware(app)(scope, None, send))
+    headers = {k.decode(): v for k, v in sent[0]["headers"]}
+    return headers, b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_streamlit_s_page_says_where_the_server_is_first():
+    import gzip
+
+    from guide.chapters import ROOT
+
+    script = (ROOT / "assets" / "backend_url.js").read_bytes()
+    for path, depth in (("/", 0), ("", 0), ("/oom", 1), ("/no-such-page", 1)):
+        headers, body = serve_page(path)
+        expected = PAGE.replace(b"<head>", b'<head><script data-guide-depth="%d">' % depth + script + b"</script>")
+        assert body == expected and int(headers["content-length"]) == len(body), path
+    headers, body = serve_page("/oom", gzip.compress(PAGE), b"gzip")  # Streamlit gzips its page when asked
+    assert headers["content-encoding"] == b"gzip" and int(headers["content-length"]) == len(body)
+    assert gzip.decompress(body).startswith(b'<!DOCTYPE html><html><head><script data-guide-depth="1">')
+    # left as they are: another type, a page too large, a HEAD, Streamlit's own paths, files
+    assert serve_page("/oom", content_type=b"text/plain")[1] == PAGE
+    big = b"<head>" + b"x" * (2 << 20)
+    assert serve_page("/oom", big)[1] == big
+    assert serve_page("/oom", method="HEAD")[1] == PAGE
+    for path in ("/_stcore/health", "/static/index.html", "/favicon.png", "/app/static/x.html"):
+        assert serve_page(path)[1] == PAGE, path
+    bomb = gzip.compress(b"<head>" + b"\0" * (8 << 20))  # more than any page of Streamlit's once unpacked
+    assert serve_page("/oom", bomb, b"gzip")[1] == bomb
+
+
 def test_only_a_direct_local_request_reads_the_metrics():
     assert call("/_stcore/metrics")[0] == 200
     assert call("/_stcore/metrics", client="::ffff:127.0.0.1")[0] == 200
