@@ -265,8 +265,10 @@ class GuideMiddleware:
 
     @staticmethod
     def _page_sender(send, depth: int):
-        """A sender that puts assets/backend_url.js into Streamlit's page (an HTML answer, not
-        encoded, of a bounded size) and passes anything else as it comes."""
+        """A sender that puts assets/backend_url.js into Streamlit's page (an HTML answer, plain
+        or gzipped, of a bounded size) and passes anything else as it comes. The page it changed
+        loses Streamlit's validators (etag, last-modified): a browser asking whether its copy is
+        still good would keep one made with another version of the script."""
         held: dict = {}
 
         async def sender(message) -> None:
@@ -285,7 +287,8 @@ class GuideMiddleware:
                 if not more:  # the whole page: in with the script, and its new length
                     body = with_backend_url(body, depth, held.pop("gzipped"))
                     start["headers"] = [(name, str(len(body)).encode() if name.lower() == b"content-length" else value)
-                                        for name, value in start.get("headers", [])]
+                                        for name, value in start.get("headers", [])
+                                        if name.lower() not in (b"etag", b"last-modified")]
                 await send(start)
                 await send({"type": "http.response.body", "body": body, "more_body": more})
                 return

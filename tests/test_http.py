@@ -108,7 +108,7 @@ def serve_page(path: str, page: bytes = PAGE, encoding: bytes | None = None, met
     """What the middleware sends for `path` when Streamlit answers it with `page`."""
     async def app(scope, receive, send):
         headers = [(b"content-type", content_type), (b"content-length", str(len(page)).encode()),
-                   *([(b"content-encoding", encoding)] if encoding else [])]
+                   (b"etag", b'"streamlit"'), *([(b"content-encoding", encoding)] if encoding else [])]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": page})
 
@@ -134,11 +134,13 @@ def test_streamlit_s_page_says_where_the_server_is_first():
         headers, body = serve_page(path)
         expected = PAGE.replace(b"<head>", b'<head><script data-guide-depth="%d">' % depth + script + b"</script>")
         assert body == expected and int(headers["content-length"]) == len(body), path
+        assert "etag" not in headers  # Streamlit's validator named its own page
     headers, body = serve_page("/oom", gzip.compress(PAGE), b"gzip")  # Streamlit gzips its page when asked
     assert headers["content-encoding"] == b"gzip" and int(headers["content-length"]) == len(body)
     assert gzip.decompress(body).startswith(b'<!DOCTYPE html><html><head><script data-guide-depth="1">')
     # left as they are: another type, a page too large, a HEAD, Streamlit's own paths, files
-    assert serve_page("/oom", content_type=b"text/plain")[1] == PAGE
+    headers, body = serve_page("/oom", content_type=b"text/plain")
+    assert body == PAGE and headers["etag"] == b'"streamlit"'
     big = b"<head>" + b"x" * (2 << 20)
     assert serve_page("/oom", big)[1] == big
     assert serve_page("/oom", method="HEAD")[1] == PAGE
