@@ -21,7 +21,7 @@ it (Streamlit's own server, in its ASGI mode); each reader's page then runs Home
   compressed once, on its first request, and kept (the folder is fixed: 7 MB gzipped at
   most). A request that asks whether its copy is still good, or for a range, goes to Streamlit.
 - Streamlit's page (its index.html, at the root and at every chapter's path) gets one small
-  script first (assets/backend_url.js) that tells Streamlit's front end where the server is:
+  script first (assets/backend_url.html) that tells Streamlit's front end where the server is:
   on its own it asks `/<chapter>/_stcore/health` first, gets a 404, pauses and asks the root,
   about 130 ms of every chapter's first load.
 - Every answer carries the security headers of SECURITY_HEADERS (README, "Running it for a
@@ -184,11 +184,11 @@ MAX_PAGE_BYTES = 1 << 20  # Streamlit's index.html is 5 KB; anything larger pass
 def _backend_url_script() -> str:
     from guide.chapters import ROOT
 
-    return (ROOT / "assets" / "backend_url.js").read_text(encoding="utf-8")
+    return (ROOT / "assets" / "backend_url.html").read_text(encoding="utf-8")
 
 
 def with_backend_url(page: bytes, depth: int, gzipped: bool = False) -> bytes:
-    """Streamlit's page with assets/backend_url.js first in its head (depth: how many path
+    """Streamlit's page with assets/backend_url.html first in its head (depth: how many path
     segments the page sits below the server's root), gzipped again if it came so."""
     import gzip
     import zlib
@@ -207,7 +207,7 @@ def with_backend_url(page: bytes, depth: int, gzipped: bool = False) -> bytes:
     at = plain.find(marker)
     if at < 0:
         return page
-    script = f'<script data-guide-depth="{depth}">{_backend_url_script()}</script>'.encode()
+    script = f'<meta name="guide-page-depth" content="{depth}">{_backend_url_script()}'.encode()
     at += len(marker)
     plain = plain[:at] + script + plain[at:]
     return gzip.compress(plain, compresslevel=6, mtime=0) if gzipped else plain
@@ -265,7 +265,7 @@ class GuideMiddleware:
 
     @staticmethod
     def _page_sender(send, depth: int):
-        """A sender that puts assets/backend_url.js into Streamlit's page (an HTML answer, plain
+        """A sender that puts assets/backend_url.html into Streamlit's page (an HTML answer, plain
         or gzipped, of a bounded size) and passes anything else as it comes. The page it changed
         loses Streamlit's validators (etag, last-modified): a browser asking whether its copy is
         still good would keep one made with another version of the script."""

@@ -240,7 +240,7 @@ def test_a_section_link_pins_the_case_and_what_the_reader_set(server, page):
 
 
 def test_a_chapter_finds_its_server_at_the_first_try(server, page):
-    """guide/http.py puts assets/backend_url.js into Streamlit's page: on a chapter's path the
+    """guide/http.py puts assets/backend_url.html into Streamlit's page: on a chapter's path the
     front end asks the server's root at once, not /<chapter>/_stcore/health (a 404, then a
     pause) first; the page still connects and draws."""
     asked = []

@@ -129,15 +129,15 @@ def test_streamlit_s_page_says_where_the_server_is_first():
 
     from guide.chapters import ROOT
 
-    script = (ROOT / "assets" / "backend_url.js").read_bytes()
+    script = (ROOT / "assets" / "backend_url.html").read_bytes()
     for path, depth in (("/", 0), ("", 0), ("/oom", 1), ("/no-such-page", 1)):
         headers, body = serve_page(path)
-        expected = PAGE.replace(b"<head>", b'<head><script data-guide-depth="%d">' % depth + script + b"</script>")
+        expected = PAGE.replace(b"<head>", b'<head><meta name="guide-page-depth" content="%d">' % depth + script)
         assert body == expected and int(headers["content-length"]) == len(body), path
         assert "etag" not in headers  # Streamlit's validator named its own page
     headers, body = serve_page("/oom", gzip.compress(PAGE), b"gzip")  # Streamlit gzips its page when asked
     assert headers["content-encoding"] == b"gzip" and int(headers["content-length"]) == len(body)
-    assert gzip.decompress(body).startswith(b'<!DOCTYPE html><html><head><script data-guide-depth="1">')
+    assert gzip.decompress(body).startswith(b'<!DOCTYPE html><html><head><meta name="guide-page-depth" content="1">')
     # left as they are: another type, a page too large, a HEAD, Streamlit's own paths, files
     headers, body = serve_page("/oom", content_type=b"text/plain")
     assert body == PAGE and headers["etag"] == b'"streamlit"'
