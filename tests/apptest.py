@@ -35,6 +35,14 @@ def is_link(text: str) -> bool:
     return text.startswith(("http://", "https://", "/")) or "?lang=" in text
 
 
+def open_own_case(at: AppTest, *keys: str) -> AppTest:
+    """Open a calculator's "change for this calculator only" panel (guide/inputs/common.py
+    case_inputs), as a reader's click does; `keys` are the calculator's URL keys, in its order.
+    Closed, and with no value from the link, the panel draws no inputs."""
+    at.session_state["local-" + "-".join(keys)] = True
+    return at.run()
+
+
 def section_links(at: AppTest) -> dict:
     """What the page gives its "Link to this section" buttons (guide/section_links.py): the
     pinned query every link starts with, the names it pins, the headings' anchors, the texts."""

@@ -249,3 +249,23 @@ def test_a_chapter_finds_its_server_at_the_first_try(server, page):
     assert page.evaluate("() => window.__streamlit.BACKEND_BASE_URL") == f"{server.url}/"
     assert "/_stcore/health" in asked and not any(path.startswith("/oom/") for path in asked)
     assert heading_in_view(page, "batch-size")
+
+
+def test_a_calculators_own_case_panel_draws_its_inputs_when_opened(server, page):
+    """"Change for this calculator only" (guide/inputs/common.py case_inputs) draws no input
+    while closed; a click opens it with its inputs, a value set there counts, and emptying the
+    field keeps the panel open."""
+    open_url(page, f"{server.url}/oom?lang=fr#context-length")
+    inputs = ".st-key-widget-context-memory [data-testid='stExpander'] input"
+    assert page.locator(inputs).count() == 0
+    page.locator(".st-key-widget-context-memory [data-testid='stExpander'] summary").first.click()
+    wait_until(page, "(sel) => document.querySelectorAll(sel).length === 4", arg=inputs)
+    batch = page.locator(f"{inputs.replace(' input', '')} [data-testid='stNumberInput'] input").first
+    batch.fill("3")
+    batch.press("Enter")
+    wait_until(page, "() => new URL(location.href).searchParams.get('cm_batch') === '3'")
+    batch.fill("")
+    batch.press("Enter")
+    wait_until(page, "() => !new URL(location.href).searchParams.has('cm_batch')")
+    wait_for_page(page)
+    assert page.locator(inputs).count() == 4 and page.locator(inputs).first.is_visible()

@@ -13,7 +13,7 @@ from calculator.core.gpus import gpu
 from calculator.core.units import format_bytes
 from guide import chapters
 from guide.case import CASE_PARAMS, Case, parse_value, read_case, whole_number
-from tests.apptest import fingerprint, open_page
+from tests.apptest import fingerprint, open_own_case, open_page
 from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
 CASE = {"model": "mistral-7b-v0.1", "gpu": "a100-40gb", "dtype": "float16", "batch": "3", "prompt": "700",
@@ -104,7 +104,11 @@ def test_a_calculator_may_change_the_case_for_itself_only():
     at = open_page("oom", "en", cm_gpu="NVIDIA H100 SXM")
     boxes = {box.key: box for box in at.selectbox}
     assert boxes["cm_gpu"].value == "h100" and boxes["case_gpu"].value == "rtx4090"
-    assert boxes["lb_gpu"].value is None  # the next calculator still follows the case
+    # the next calculator still follows the case; its own-case panel, closed, draws no input
+    assert "lb_gpu" not in boxes
+    open_own_case(at, "lb_model", "lb_gpu", "lb_dtype")
+    boxes = {box.key: box for box in at.selectbox}
+    assert boxes["lb_gpu"].value is None and boxes["cm_gpu"].value == "h100"
 
 
 # The CLI and the page give the same numbers for the same case: one figure per chapter.

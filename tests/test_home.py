@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
+from tests.apptest import open_own_case
 from tests.conftest import ROOT
 
 
@@ -32,5 +33,7 @@ def test_quick_check_reads_its_inputs_from_the_url():
 def test_changing_an_input_changes_the_figure():
     at = home(lang="en")
     before = at.metric[1].value
+    assert "qc_dtype" not in [box.key for box in at.selectbox]  # its own-case panel, closed, draws no input
+    open_own_case(at, "qc_model", "qc_dtype", "qc_gpu")
     at.selectbox(key="qc_dtype").set_value("int4").run()
     assert at.metric[1].value != before

@@ -12,6 +12,7 @@ from calculator.core.budget import Budget
 from calculator.core.cuda_context import context_for
 from calculator.core.gpus import Gpu, gpu, gpus
 from calculator.core.precision import DTYPES
+from guide import url_values
 from guide.case import WHOLE_NUMBERS
 from guide.widgets import Context, gpu_name
 
@@ -69,15 +70,21 @@ def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[st
     base = _base_inputs(ctx)
     present = [key for key in keys.values() if st.query_params.get_all(key)]
     values, changed = {}, []
-    with st.expander(ctx.t("case.local"), expanded=bool(present), icon=":material/tune:"):
-        st.caption(ctx.t("case.local_help"))
-        columns = st.columns(min(len(keys), 4) or 1)
-        for index, (name, key) in enumerate(keys.items()):
-            field_name = "card" if name == "gpu" else name
-            with columns[index % len(columns)]:
-                value = _override(ctx, name, key, getattr(base, field_name), dtypes)
-            if value is not None:
-                values[field_name], changed = value, changed + [name]
+    local = st.expander(ctx.t("case.local"), expanded=_held_open(keys, bool(present)), icon=":material/tune:",
+                        key=f"local-{'-'.join(keys.values())}", on_change="rerun")
+    # Its inputs are drawn only while it is open or the link gave it a value (a refused one too,
+    # so the frame can say so): closed, they were a sixth of a chapter's elements, sent and drawn
+    # again on every case change (README, fifth pass).
+    if local.open or present or any(url_values.sent(key) for key in (*keys.values(), *(legacy or {}).values())):
+        with local:
+            st.caption(ctx.t("case.local_help"))
+            columns = st.columns(min(len(keys), 4) or 1)
+            for index, (name, key) in enumerate(keys.items()):
+                field_name = "card" if name == "gpu" else name
+                with columns[index % len(columns)]:
+                    value = _override(ctx, name, key, getattr(base, field_name), dtypes)
+                if value is not None:
+                    values[field_name], changed = value, changed + [name]
     for name, key in (legacy or {}).items():
         old = st.query_params.get_all(key)
         if name not in values and old and old[-1].strip():
@@ -90,6 +97,17 @@ def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[st
             del values["model"]
             failed = ("model",)
     return replace(base, **values, changed=tuple(changed), failed=failed)
+
+
+def _held_open(keys: dict[str, str], present: bool) -> bool:
+    """Whether a calculator's own-case panel starts open: once it has held a value this session,
+    it stays open (its open state is keyed by this flag: a panel that closed itself when the
+    reader emptied its last field would take the field away)."""
+    held = st.session_state.setdefault("local_panels_held", set())
+    name = "-".join(keys.values())
+    if present:
+        held.add(name)
+    return name in held
 
 
 def _base_inputs(ctx: Context) -> Inputs:
