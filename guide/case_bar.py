@@ -16,7 +16,7 @@ from calculator.models import catalog
 from calculator.core.errors import CalculatorError
 from calculator.models.seam import MAX_UPLOAD_BYTES, Model, catalog_model, resolve, resolve_upload
 from guide.case import (CASE_PARAMS, CHOICES, STEPS, WHOLE_NUMBERS, Case, ResolvedCase, dtype_choices,
-                        parse_value, read_case, serving_dtype, url_text)
+                        parse_value, pinned_pairs, read_case, serving_dtype, url_text)
 from guide.format import escape_markdown, format_bytes
 from guide.i18n import current_language, t
 from guide import remembered
@@ -26,6 +26,12 @@ WIDE = {"model": 3, "gpu": 3, "dtype": 2}  # column widths in the bar (others: 2
 
 def current_query() -> dict[str, list[str]]:
     return {name: st.query_params.get_all(name) for name in CASE_PARAMS}
+
+
+def pinned_link_pairs(lang: str, case: ResolvedCase | None) -> list[tuple[str, str]]:
+    """What every link a reader copies starts with (a section link, a share box): the language,
+    then the case pinned, defaults written out (guide/case.py: pinned_pairs)."""
+    return [("lang", lang), *pinned_pairs(case, current_query())]
 
 
 def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase:

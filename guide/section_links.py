@@ -17,7 +17,8 @@ from urllib.parse import urlencode
 import streamlit as st
 import streamlit.components.v2
 
-from guide.case import CASE_PARAMS, pinned_pairs
+from guide.case import CASE_PARAMS
+from guide.case_bar import pinned_link_pairs
 from guide.chapters import ROOT
 from guide.i18n import t
 
@@ -33,8 +34,7 @@ def pinned_query(lang: str, case=None) -> str:
     """What every link to a section of this page starts with: the language, then the chapter's
     case with its defaults written out (a link posted today means the same when a default
     changes), and the other case names the address carries."""
-    query = {name: st.query_params.get_all(name) for name in CASE_PARAMS}
-    return urlencode([("lang", lang), *pinned_pairs(case, query)])
+    return urlencode(pinned_link_pairs(lang, case))
 
 
 def section_links(anchors: list[str], lang: str, case=None) -> None:

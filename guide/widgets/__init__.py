@@ -189,10 +189,9 @@ def _url_value_taken(param: Param, raw: list[str]) -> bool:
 def share_url(ctx: Context, keys: list[str] | tuple[str, ...]) -> str:
     """The full URL that reopens this calculation: language, the whole case (defaults written
     out, guide/case.py: pinned_pairs), the widget's values, its section."""
-    from guide.case import CASE_PARAMS, pinned_pairs
+    from guide.case_bar import pinned_link_pairs
 
-    query = {name: st.query_params.get_all(name) for name in CASE_PARAMS}
-    pairs = [("lang", ctx.lang), *pinned_pairs(ctx.case, query)]
+    pairs = pinned_link_pairs(ctx.lang, ctx.case)
     for key in keys:
         value = st.query_params.get_all(key)
         pairs += [(key, v) for v in value]
