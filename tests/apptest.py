@@ -39,7 +39,9 @@ def open_own_case(at: AppTest, *keys: str) -> AppTest:
     """Open a calculator's "change for this calculator only" panel (guide/inputs/common.py
     case_inputs), as a reader's click does; `keys` are the calculator's URL keys, in its order.
     Closed, and with no value from the link, the panel draws no inputs."""
-    at.session_state["local-" + "-".join(keys)] = True
+    from guide.inputs.common import own_case_key
+
+    at.session_state[own_case_key(keys)] = True
     return at.run()
 
 

@@ -70,12 +70,13 @@ def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[st
     base = _base_inputs(ctx)
     present = [key for key in keys.values() if st.query_params.get_all(key)]
     values, changed = {}, []
-    local = st.expander(ctx.t("case.local"), expanded=_held_open(keys, bool(present)), icon=":material/tune:",
-                        key=f"local-{'-'.join(keys.values())}", on_change="rerun")
+    panel = own_case_key(keys.values())
+    local = st.expander(ctx.t("case.local"), expanded=_held_open(panel, bool(present)), icon=":material/tune:",
+                        key=panel, on_change="rerun")
     # Its inputs are drawn only while it is open or the link gave it a value (a refused one too,
-    # so the frame can say so): closed, they were a sixth of a chapter's elements, sent and drawn
-    # again on every case change (README, fifth pass).
-    if local.open or present or any(url_values.sent(key) for key in (*keys.values(), *(legacy or {}).values())):
+    # so the frame can say so; url_values.sent holds both): closed, they were a sixth of a
+    # chapter's elements, sent and drawn again on every case change (README, fifth pass).
+    if local.open or any(url_values.sent(key) for key in (*keys.values(), *(legacy or {}).values())):
         with local:
             st.caption(ctx.t("case.local_help"))
             columns = st.columns(min(len(keys), 4) or 1)
@@ -99,15 +100,20 @@ def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[st
     return replace(base, **values, changed=tuple(changed), failed=failed)
 
 
-def _held_open(keys: dict[str, str], present: bool) -> bool:
+def own_case_key(keys) -> str:
+    """The key of a calculator's own-case panel, from its URL keys in order (its open state is
+    st.session_state[this])."""
+    return "local-" + "-".join(keys)
+
+
+def _held_open(panel: str, present: bool) -> bool:
     """Whether a calculator's own-case panel starts open: once it has held a value this session,
     it stays open (its open state is keyed by this flag: a panel that closed itself when the
     reader emptied its last field would take the field away)."""
     held = st.session_state.setdefault("local_panels_held", set())
-    name = "-".join(keys.values())
     if present:
-        held.add(name)
-    return name in held
+        held.add(panel)
+    return panel in held
 
 
 def _base_inputs(ctx: Context) -> Inputs:
