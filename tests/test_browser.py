@@ -253,19 +253,27 @@ def test_a_chapter_finds_its_server_at_the_first_try(server, page):
 
 def test_a_calculators_own_case_panel_draws_its_inputs_when_opened(server, page):
     """"Change for this calculator only" (guide/inputs/common.py case_inputs) draws no input
-    while closed; a click opens it with its inputs, a value set there counts, and emptying the
-    field keeps the panel open."""
+    while closed; a click opens it with its inputs, a value set there counts without drawing
+    the panel anew (the field typed in stays the same element), and emptying the field keeps
+    the panel open. A link that gives it a value opens it."""
     open_url(page, f"{server.url}/oom?lang=fr#context-length")
     inputs = ".st-key-widget-context-memory [data-testid='stExpander'] input"
     assert page.locator(inputs).count() == 0
     page.locator(".st-key-widget-context-memory [data-testid='stExpander'] summary").first.click()
     wait_until(page, "(sel) => document.querySelectorAll(sel).length === 4", arg=inputs)
     batch = page.locator(f"{inputs.replace(' input', '')} [data-testid='stNumberInput'] input").first
+    batch.evaluate("(box) => { box.__probe = 'kept'; }")
     batch.fill("3")
     batch.press("Enter")
     wait_until(page, "() => new URL(location.href).searchParams.get('cm_batch') === '3'")
+    wait_for_page(page)
+    assert batch.evaluate("(box) => box.__probe") == "kept"
     batch.fill("")
     batch.press("Enter")
     wait_until(page, "() => !new URL(location.href).searchParams.has('cm_batch')")
     wait_for_page(page)
     assert page.locator(inputs).count() == 4 and page.locator(inputs).first.is_visible()
+    open_url(page, f"{server.url}/oom?lang=fr&cm_batch=3#context-length")
+    wait_until(page, "(sel) => { const box = document.querySelector(sel); return box && box.value === '3'; }",
+               arg=f"{inputs.replace(' input', '')} [data-testid='stNumberInput'] input")
+    assert page.locator(inputs).first.is_visible()

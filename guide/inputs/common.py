@@ -71,8 +71,8 @@ def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[st
     present = [key for key in keys.values() if st.query_params.get_all(key)]
     values, changed = {}, []
     panel = own_case_key(keys.values())
-    local = st.expander(ctx.t("case.local"), expanded=_held_open(panel, bool(present)), icon=":material/tune:",
-                        key=panel, on_change="rerun")
+    _open_for_a_link(panel, bool(present))
+    local = st.expander(ctx.t("case.local"), icon=":material/tune:", key=panel, on_change="rerun")
     # Its inputs are drawn only while it is open or the link gave it a value (a refused one too,
     # so the frame can say so; url_values.sent holds both): closed, they were a sixth of a
     # chapter's elements, sent and drawn again on every case change (README, fifth pass).
@@ -106,14 +106,15 @@ def own_case_key(keys) -> str:
     return "local-" + "-".join(keys)
 
 
-def _held_open(panel: str, present: bool) -> bool:
-    """Whether a calculator's own-case panel starts open: once it has held a value this session,
-    it stays open (its open state is keyed by this flag: a panel that closed itself when the
-    reader emptied its last field would take the field away)."""
-    held = st.session_state.setdefault("local_panels_held", set())
-    if present:
-        held.add(panel)
-    return panel in held
+def _open_for_a_link(panel: str, present: bool) -> None:
+    """Open a calculator's own-case panel the first time the address gives it a value. Through
+    its state, not `expanded=`: Streamlit hashes the expander's id from `expanded`, so a panel
+    whose `expanded` followed the address became a new element when the reader typed its
+    first value (the field they were typing in drawn anew) and closed when they emptied it."""
+    opened = st.session_state.setdefault("local_panels_opened", set())
+    if present and panel not in opened:
+        opened.add(panel)
+        st.session_state[panel] = True
 
 
 def _base_inputs(ctx: Context) -> Inputs:
