@@ -225,6 +225,12 @@ def small_tiles(monkeypatch):
 
     monkeypatch.setattr(activations, "FUSED_TOKEN_TILE", TOKEN_TILE)
     monkeypatch.setattr(activations, "FUSED_VOCAB_TILE", VOCAB_TILE)
+    kept = (activations.activation_model, training_memory)  # nothing priced with these tiles kept, before or after
+    for function in kept:
+        function.cache_clear()
+    yield
+    for function in kept:
+        function.cache_clear()
 
 
 @pytest.mark.parametrize("loss", list(LOOPS))

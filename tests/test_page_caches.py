@@ -18,7 +18,7 @@ from calculator.core.memo import Same, kept_by_inputs
 from calculator.memory.inference import inference_memory
 from calculator.models.seam import catalog_model
 from guide import charts
-from guide.charts import Drawing, KEPT_FIGURES, kept_figure
+from guide.charts import Drawing, KEPT_FIGURES, kept_figure, level_line, mark_line
 from guide.http import PLOTLY_PATH
 from tests.apptest import chart_elements
 
@@ -57,7 +57,8 @@ def _by_hand() -> go.Figure:
     fig = go.Figure()
     fig.add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights", marker_color="#123456")
     fig.update_layout(barmode="stack", height=300)
-    fig.add_hline(y=2.5, line_dash="dash", annotation_text="usable")
+    fig.add_hline(y=2.5, line_dash="dash", line_color="#d62728", annotation_text="usable", annotation_position="top left")
+    fig.add_vline(x=1, line_dash="dot", line_color="#2ca02c", annotation_text="largest", annotation_position="top right")
     return fig
 
 
@@ -65,7 +66,8 @@ def _drawing(height=300) -> Drawing:
     fig = Drawing()
     fig.add_bar(x=["1", "2"], y=[1.5, 2.0], name="weights", marker_color="#123456")
     fig.update_layout(barmode="stack", height=height)
-    fig.add_hline(y=2.5, line_dash="dash", annotation_text="usable")
+    level_line(fig, 2.5, "usable")  # add_hline's and add_vline's shapes and labels, written out
+    mark_line(fig, 1, "largest")
     return fig
 
 
@@ -199,6 +201,23 @@ def test_a_kept_training_peak_is_the_computed_one_and_nothing_can_change_it():
     other = training_memory(LLAMA.summary, LLAMA.spec, dataclasses.replace(setup, micro_batch=4), layout, LLAMA.traits)
     assert other.activations_bytes > kept.activations_bytes  # another input is another entry
     assert training_memory.cache_info().maxsize == 4096
+
+
+def test_a_kept_activation_model_is_the_computed_one():
+    from calculator.training import TrainingSetup
+    from calculator.training.activations import activation_model
+
+    setup = TrainingSetup(method="lora", micro_batch=3, sequence=1024)
+    for tensor, sequence_parallel in ((1, True), (2, False), (4, True)):
+        computed = activation_model.__wrapped__(LLAMA.summary, LLAMA.spec, LLAMA.traits, setup, tensor, sequence_parallel)
+        kept = activation_model(LLAMA.summary, LLAMA.spec, LLAMA.traits, setup, tensor, sequence_parallel)
+        assert kept == computed and activation_model(LLAMA.summary, LLAMA.spec, LLAMA.traits, setup, tensor,
+                                                     sequence_parallel) is kept
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        kept.layer_input = 0
+    bigger = activation_model(LLAMA.summary, LLAMA.spec, LLAMA.traits, dataclasses.replace(setup, micro_batch=4))
+    assert bigger.layer_input > activation_model(LLAMA.summary, LLAMA.spec, LLAMA.traits, setup).layer_input
+    assert activation_model.cache_info().maxsize == 512
 
 
 def test_kept_training_searches_are_the_computed_ones():

@@ -55,7 +55,8 @@ def is_language_layer(name: str, spec: ArchSpec) -> bool:
     return name.split(".")[-1].isdigit() and not is_tower(name, spec)
 
 
-def _stages(summary: ModelSummary, spec: ArchSpec, pipeline: int) -> list[_Stage]:
+@kept_by_inputs(maxsize=256)  # the same few a model, asked for by every peak
+def _stages(summary: ModelSummary, spec: ArchSpec, pipeline: int) -> tuple[_Stage, ...]:
     """The layers each stage runs: the language model's (a vision tower's weights sit with the
     embeddings, before the first layer; its layers keep no activations of a text batch)."""
     layer_units = [u for u in summary.units if is_language_layer(u.name, spec)]
@@ -76,7 +77,7 @@ def _stages(summary: ModelSummary, spec: ArchSpec, pipeline: int) -> list[_Stage
         if index == pipeline - 1:
             params += back + (tied if pipeline > 1 else 0)  # the last stage keeps a copy of tied embeddings
         stages.append(_Stage(index, count, math.ceil(params), index == 0, index == pipeline - 1))
-    return stages
+    return tuple(stages)
 
 
 def _tensor_share(summary: ModelSummary, parameters: int, tensor: int) -> int:
@@ -184,7 +185,7 @@ def check_fused_head(summary: ModelSummary, setup: TrainingSetup) -> None:
         raise CalculatorError("fused_loss_head_adapter", name=heads[0][:40])
 
 
-def _distinct_stages(stages: list[_Stage]) -> list[_Stage]:
+def _distinct_stages(stages: tuple[_Stage, ...]) -> list[_Stage]:
     """The first, the last and one middle stage: the others repeat the middle one."""
     picked = {0: stages[0], len(stages) - 1: stages[-1]}
     if len(stages) > 2:

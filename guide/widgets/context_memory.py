@@ -8,7 +8,7 @@ import streamlit as st
 from calculator.core.budget import Budget, readings_of
 from calculator.memory.inference import inference_memory
 from calculator.answers.verdicts import largest_context_answer
-from guide.charts import GIB, Drawing, base_layout, capacity_line, show_chart
+from guide.charts import GIB, Drawing, base_layout, capacity_line, mark_line, show_chart
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, readings_row
@@ -76,9 +76,7 @@ def render(ctx: Context) -> None:
     fig.update_layout(legend_traceorder="normal")
     capacity_line(fig, capacity.usable_bytes, ctx.t("common.usable_on", gpu=gpu.name))
     if 0 < largest < span:
-        fig.add_vline(x=largest, line_dash="dot", line_color="#2ca02c",
-                      annotation_text=ctx.t("context_memory.largest_mark", tokens=format_count(largest, lang)),
-                      annotation_position="top right")
+        mark_line(fig, largest, ctx.t("context_memory.largest_mark", tokens=format_count(largest, lang)))
     x_axis = ctx.t("workload_memory.encoder_axis" if work.workload == "seq2seq" else "context_memory.x_axis")
     base_layout(fig, x_axis, ctx.t("common.memory_axis"), lang)
     show_chart(fig, key="cm_chart")

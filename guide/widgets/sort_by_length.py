@@ -10,7 +10,7 @@ from calculator.memory.inference import largest_context
 from calculator.memory.length_order import MAX_SAMPLES, simulate_sampled
 from calculator.answers.verdicts import largest_context_answer
 from calculator.memory.workloads import length_of, varies
-from guide.charts import Drawing, base_layout, show_chart
+from guide.charts import Drawing, base_layout, level_line, show_chart
 from guide.format import format_count
 from guide.widgets import Context, Param, Widget, gpu_param
 from guide.inputs.common import case_inputs, tokens_input
@@ -74,9 +74,7 @@ def render(ctx: Context) -> None:
                             name=ctx.t("sort_by_length.oom_marker"))
         rows.append(_row(ctx, run, name, batch, min(count, MAX_SAMPLES)))
     if limit:
-        fig.add_hline(y=limit, line_dash="dash", line_color="#d62728",
-                      annotation_text=ctx.t("sort_by_length.limit_line", tokens=format_count(limit, lang)),
-                      annotation_position="top left")
+        level_line(fig, limit, ctx.t("sort_by_length.limit_line", tokens=format_count(limit, lang)))
     base_layout(fig, ctx.t("sort_by_length.x_axis"), ctx.t("sort_by_length.y_axis"), lang)
     show_chart(fig, key="sl_chart")
     st.dataframe(rows, hide_index=True)
