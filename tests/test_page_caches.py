@@ -220,6 +220,21 @@ def test_a_kept_activation_model_is_the_computed_one():
     assert activation_model.cache_info().maxsize == 512
 
 
+def test_kept_weight_bytes_and_dtype_names_are_the_computed_ones():
+    from calculator.core.errors import CalculatorError
+    from calculator.core.precision import normalize_dtype
+    from calculator.memory.speed import _weight_bytes
+
+    for dtype in ("bfloat16", "float32", "int4", "gptq-4bit", "bnb-nf4"):
+        kept = _weight_bytes(LLAMA.summary, LLAMA.spec, dtype)
+        assert kept == _weight_bytes.__wrapped__(LLAMA.summary, LLAMA.spec, dtype)
+        assert _weight_bytes(LLAMA.summary, LLAMA.spec, dtype) is kept
+    assert [normalize_dtype(name) for name in ("bf16", " Torch.Float16 ", "bf16")] == ["bfloat16", "float16", "bfloat16"]
+    for refused in ("bf17", "bf17", 16, None):  # refused each time, never kept
+        with pytest.raises(CalculatorError):
+            normalize_dtype(refused)
+
+
 def test_kept_training_searches_are_the_computed_ones():
     from calculator.core.budget import Budget
     from calculator.core.gpus import gpu

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 import math
 
 from calculator.core.errors import CalculatorError
@@ -38,6 +39,13 @@ def normalize_dtype(name: object) -> str:
     """Canonical dtype name for user input such as 'bf16' or 'torch.float16'."""
     if not isinstance(name, str):
         raise CalculatorError("unknown_dtype", dtype=str(name)[:40], choices=", ".join(DTYPES))
+    return _normalized(name)
+
+
+# The engine asks ~17,000 times a rerun of the oom chapter (every step the sort-by-length
+# simulation prices); the names come from a few spellings, and a refused one is not kept.
+@lru_cache(maxsize=256)
+def _normalized(name: str) -> str:
     key = name.strip().lower().removeprefix("torch.")
     key = _ALIASES.get(key, key)
     if key not in BYTES_PER_PARAM:

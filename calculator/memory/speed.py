@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 import math
 
+from calculator.core.memo import kept_by_inputs
 from calculator.models.architecture import ArchSpec
 from calculator.core.gpus import Gpu
 from calculator.memory.inference import compute_dtype, kv_cache_bytes, kv_dtype_for
@@ -54,6 +55,7 @@ def _product_dtype(dtype: str) -> str:
     return compute_dtype(dtype) if dtype in ("int8", "int4") else dtype
 
 
+@kept_by_inputs(maxsize=256)  # the same few a model; a simulated run asks for them at every step
 def _weight_bytes(summary: ModelSummary, spec: ArchSpec, dtype: str) -> tuple[int, float]:
     """(every weight's bytes, bytes per expert parameter) in a dtype or a real format."""
     from calculator.memory.inference import weights_of
