@@ -97,3 +97,45 @@ def test_a_text_batch_keeps_nothing_in_the_tower():
     with_tower, alone = autograd_saved_bytes(_real(config), 512, 2, 64), autograd_saved_bytes(_real(text), 512, 2, 64)
     assert with_tower == pytest.approx(alone, rel=0.02)
     assert engine(config) == pytest.approx(engine(text), rel=0.02)
+    # LoRA on every linear (the tower's too, as peft does): the tower's adapters keep nothing either
+    setup = TrainingSetup(method="lora", precision="bf16-autocast", micro_batch=2, sequence=64, device="cpu",
+                          checkpointing="none")
+    assert engine(config) == engine(text)
+
+
+@pytest.mark.parametrize("targets", ["all-linear", "q_proj,k_proj,v_proj,o_proj"])
+def test_lora_on_a_vision_language_model_trains_no_adapter_in_the_tower(targets):
+    """peft (installed version) adapts the tower's matching layers too, but a text batch never
+    reaches them: on a real tiny Gemma 3 on the CPU their .grad stays None after the backward
+    and AdamW keeps no state for them. The engine counts them as peft does (trainable), keeps
+    their weights, and gives them no gradient and no optimizer state."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from calculator.models.summary import in_tower
+
+    config, rank = tiny_gemma3(), 4
+    model = get_peft_model(_real(config), LoraConfig(r=rank, target_modules=targets.split(",") if "," in targets
+                                                     else targets))
+    ids = torch.randint(0, 400, (2, 16))
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+    optimizer.step()
+    adapters = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    with_grad = sum(p.numel() for _, p in adapters if p.grad is not None)
+    with_state = sum(p.numel() for _, p in adapters if p in optimizer.state)
+    tower = sum(p.numel() for n, p in adapters if in_tower(n))
+    assert tower > 0 and with_grad == with_state == sum(p.numel() for _, p in adapters) - tower
+
+    summary, spec = count_config(config), spec_from_config(make_config(config))
+    real_linears = {(name, m.in_features, m.out_features, in_tower(name)) for name, m in _real(config).named_modules()
+                    if isinstance(m, torch.nn.Linear) and name != "lm_head"}
+    assert {(n.split(".")[-1], i, o, t) for n, i, o, t in real_linears} == \
+        {(m.name, m.in_features, m.out_features, m.tower) for m in summary.linears if m.kind == "linear"} - \
+        {("multi_modal_projector", 64, 32, True)}  # Gemma 3's projector is a bare matrix, not an nn.Linear
+    setup = TrainingSetup(method="lora", precision="float32", device="cpu", lora_rank=rank, lora_targets=targets,
+                          micro_batch=2, sequence=16, checkpointing="none")
+    memory = training_memory(summary, spec, setup, traits=traits_from_config(config))
+    assert memory.trainable_parameters == sum(p.numel() for _, p in adapters)  # peft's count
+    assert memory.gradients_bytes == 4 * with_grad
+    assert memory.optimizer_bytes == 2 * 4 * with_state

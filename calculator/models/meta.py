@@ -16,7 +16,7 @@ from calculator.models.configs import check_config, without_runtime_keys
 from calculator.core.errors import CalculatorError
 from calculator.models.families import EXPERT_TOPK_KEYS, first_positive
 from calculator.models.library_reasons import transformers_reason
-from calculator.models.summary import Linear, ModelSummary, Unit
+from calculator.models.summary import Linear, ModelSummary, Unit, in_tower
 
 MODEL_CLASSES = ("auto", "base")
 _NORM_CLASS = re.compile(r"norm", re.IGNORECASE)
@@ -279,9 +279,9 @@ def _linears(model) -> tuple[Linear, ...]:
                 kind = "head" if id(param) in head_ids else ("experts" if _is_expert(full) else "linear")
                 if id(param) in embeddings:
                     kind = "tied-head"
-            key = (name, int(in_f), int(out_f), kind)
+            key = (name, int(in_f), int(out_f), kind, in_tower(module_name))
             found.setdefault(key, [0])[0] += int(count)
-    return tuple(Linear(name, i, o, n[0], kind) for (name, i, o, kind), n in found.items())
+    return tuple(Linear(name, i, o, n[0], kind, tower) for (name, i, o, kind, tower), n in found.items())
 
 
 def _group_of(full: str, pname: str, param, module, head_ids: set[int], torch) -> str:

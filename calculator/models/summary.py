@@ -14,6 +14,16 @@ from calculator.core.precision import FLOAT_DTYPES, bytes_per_param, normalize_d
 # Parameter groups, used to say what a quantization format really converts.
 PARAM_GROUPS = ("linear", "experts", "embedding", "head", "norm", "bias", "other")
 
+# Where a vision-language model keeps its image side (Gemma 3, Mistral 3: vision_tower and
+# multi_modal_projector; Qwen2.5-VL: visual; Llama 4: vision_model): a module whose path holds
+# one of these names belongs to it, and a text batch never runs it.
+TOWER_PARTS = ("vision_tower", "visual", "vision_model", "multi_modal_projector")
+
+
+def in_tower(path: str) -> bool:
+    """A module path inside a vision-language model's image side (see TOWER_PARTS)."""
+    return any(part in TOWER_PARTS for part in path.split("."))
+
 
 def _buffer_bytes(fixed_bytes: int, scaled_elements: int, dtype: str) -> int:
     """Buffers keep their own dtype, except the floating ones created in the model's dtype.
@@ -43,13 +53,15 @@ class Linear:
     """Matrices of one shape that share a module name: `count` matrices of in x out weights
     named `name` (q_proj, down_proj, lm_head...). kind: linear, experts (a fused expert
     tensor counts one matrix per expert) or head. Quantization, tensor parallelism and LoRA
-    are computed from these real shapes."""
+    are computed from these real shapes. `tower`: the matrices sit in a vision-language
+    model's image side (their module path, `in_tower`)."""
 
     name: str
     in_features: int
     out_features: int
     count: int
     kind: str = "linear"
+    tower: bool = False
 
     @property
     def parameters(self) -> int:
@@ -97,7 +109,8 @@ class ModelSummary:
         data = asdict(self)
         data["units"] = [list(_unit_row(u)) for u in self.units]
         data["no_split_modules"] = list(self.no_split_modules)
-        data["linears"] = [[m.name, m.in_features, m.out_features, m.count, m.kind] for m in self.linears]
+        data["linears"] = [[m.name, m.in_features, m.out_features, m.count, m.kind] + ([True] if m.tower else [])
+                           for m in self.linears]
         return data
 
     @classmethod

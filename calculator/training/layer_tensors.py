@@ -13,7 +13,7 @@ from calculator.models.architecture import ArchSpec, attention_run
 from calculator.models.families import ModelTraits
 from calculator.models.summary import ModelSummary
 from calculator.training.setup import AUTOCAST_PRECISIONS, PRECISION_BYTES, TrainingSetup, _layer_count, adapters_in_float32, float32_residual
-from calculator.training.tensors import linear_role, lora_modules
+from calculator.training.tensors import linear_role, lora_modules, runs_on_text
 
 # Tensors of n x intermediate that an activation function keeps for its backward, besides its
 # output: SiLU and GELU keep their input; ReLU keeps only its output; the tanh GELU written
@@ -171,6 +171,8 @@ def _adapted(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup) -> _Ad
     per_layer: dict[str, float] = {}
     inputs: dict[str, float] = {}
     for m in lora_modules(summary, setup.lora_targets):
+        if not runs_on_text(m, spec):  # a tower's adapters keep nothing: a text batch never runs them
+            continue
         role = linear_role(m, spec)
         share = m.count / (1 if role == "head" else layers)
         per_layer[role] = per_layer.get(role, 0) + share

@@ -9,12 +9,13 @@ from calculator.core.errors import CalculatorError
 from calculator.core.memo import FrozenDict, kept_by_inputs
 from calculator.models.architecture import ArchSpec
 from calculator.models.families import ModelTraits, traits_from_config
-from calculator.models.summary import ModelSummary
+from calculator.models.summary import TOWER_PARTS, ModelSummary, in_tower
 from calculator.training.activations import ActivationModel, activation_model
 from calculator.training.quantized import largest_module_parameters, quantized_base_bytes
 from calculator.training.setup import PRECISION_BYTES, Layout, TrainingSetup, _layer_count, adapters_in_float32, check_layout, check_setup
 from calculator.training.tensors import (
-    full_tensors, lora_modules, lora_rank_of, lora_tensors, optimizer_state_bytes, optimizer_step_temporary,
+    full_tensors, lora_modules, lora_parameters, lora_rank_of, lora_tensors, optimizer_state_bytes,
+    optimizer_step_temporary,
 )
 
 # Model states per GPU ----------------------------------------------------------------------
@@ -30,14 +31,10 @@ class _Stage:
     back: bool
 
 
-# Where a vision-language model keeps its image side (Gemma 3, Mistral 3: vision_tower and
-# multi_modal_projector; Qwen2.5-VL: visual; Llama 4: vision_model): its layers are the tower's,
-# not the language model's, and a text batch does not run them.
-TOWER_PARTS = ("vision_tower", "visual", "vision_model", "multi_modal_projector")
-
-
 def is_tower(name: str, spec: ArchSpec) -> bool:
-    return spec.kind != "vision" and any(part in TOWER_PARTS for part in name.split("."))
+    """A unit of a vision-language model's image side (`in_tower`): its layers are the tower's,
+    not the language model's, and a text batch does not run them."""
+    return spec.kind != "vision" and in_tower(name)
 
 
 def tower_parameters(summary: ModelSummary, spec: ArchSpec) -> int:
@@ -223,11 +220,15 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
         tower = tower_parameters(summary, spec)
         frozen = _tensor_share(summary, tower, t) if stage.front else 0
         tensors, trainable_total, trainable = full_tensors(summary, spec), summary.parameters - tower, held - frozen
-        base = frozen * p.weight
+        base, idle_held = frozen * p.weight, 0
     else:
-        tensors = lora_tensors(summary, setup.lora_rank, setup.lora_targets)
-        trainable_total = sum(x.parameters for x in tensors)
-        trainable = math.ceil(trainable_total * share)
+        tensors = lora_tensors(summary, setup.lora_rank, setup.lora_targets, spec)  # those a text batch trains
+        trained_total = sum(x.parameters for x in tensors)
+        # adapters on a vision-language model's tower: weights on the first stage, nothing else
+        idle = lora_parameters(summary, setup.lora_rank, setup.lora_targets) - trained_total
+        trainable_total = trained_total + idle  # as peft counts them
+        trainable = math.ceil(trained_total * share)
+        idle_held = math.ceil(idle / t) if stage.front else 0
         kept = 4 if setup.method == "qlora" and setup.kbit_prepare else p.weight  # prepare_model_for_kbit_training
         base = held * p.weight if setup.method == "lora" else \
             math.ceil(quantized_base_bytes(summary, kept, setup.double_quant, spec) * share)
@@ -238,7 +239,7 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
     def shard(size: int, from_stage: int) -> int:
         return math.ceil(size / d) if layout.zero >= from_stage else size
 
-    working, master = trainable * trained.weight, trainable * trained.master
+    working, master = (trainable + idle_held) * trained.weight, trainable * trained.master
     states = math.ceil(optimizer_state_bytes(tensors, setup.optimizer, trained.state) * trainable
                        / max(sum(x.parameters for x in tensors), 1))  # the tensors' share this GPU trains
     grads16 = trainable * trained.grad
