@@ -62,3 +62,12 @@ def test_bad_input_is_one_line_and_exit_code_2():
         out = cli("inference", "gpt2", *args)
         assert out.returncode == 2, (args, out.stderr)
         assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: ") and "Traceback" not in out.stderr
+
+
+def test_the_lengths_are_asked_for_once_whatever_was_given():
+    """Neither length, both, or --new-tokens beside --context: one message that fits each case
+    (it used to end "not both" when neither was given), in English and in French."""
+    for args in ([], ["--context", "10", "--prompt", "5"], ["--context", "10", "--new-tokens", "4"]):
+        for lang, words in (("en", "exactly one of --context"), ("fr", "une seule de ces deux options")):
+            out = cli("inference", "gpt2", "--batch", "1", *args, "--lang", lang)
+            assert out.returncode == 2 and words in out.stderr and "--prompt (" in out.stderr, (args, out.stderr)
