@@ -75,3 +75,35 @@ def test_the_page_says_the_tower_is_frozen(lang, words):
     assert any(words in info.value for info in at.info), [i.value for i in at.info]
     plain = open_page("fine-tuning", lang, model="llama-3.1-8b", method="full", gpu="h100")
     assert not any(words in info.value for info in plain.info)
+
+
+def test_the_idle_adapters_are_those_peft_puts_on_the_tower():
+    """The tower's share of peft's adapters on a real tiny Gemma 3 (both target spellings), and
+    `train --json` prints the count for Gemma 3 27B (none for a text model, none for full)."""
+    from peft import LoraConfig, get_peft_model
+
+    from calculator.models.summary import in_tower
+    from calculator.training import idle_adapter_parameters
+
+    config = tiny_gemma3()
+    summary, spec = count_config(config), spec_from_config(make_config(config))
+    for targets in ("all-linear", "q_proj,v_proj"):
+        model = get_peft_model(_real(config), LoraConfig(r=8, target_modules=targets if "," not in targets
+                                                         else targets.split(",")))
+        tower = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n and in_tower(n))
+        assert tower > 0 and idle_adapter_parameters(summary, spec, 8, targets) == tower
+    data = cli_json("train", "gemma-3-27b", "--method", "lora")
+    assert data["idle_adapter_parameters"] == idle_adapter_parameters(catalog_model("gemma-3-27b").summary,
+                                                                      catalog_model("gemma-3-27b").spec, 16) > 0
+    assert cli_json("train", "llama-3.1-8b", "--method", "lora")["idle_adapter_parameters"] == 0
+    assert cli_json("train", "gemma-3-27b", "--method", "full")["idle_adapter_parameters"] == 0
+
+
+@pytest.mark.parametrize("lang,words", [("en", "peft also puts adapters"), ("fr", "peft pose aussi des adaptateurs")])
+def test_the_page_says_the_towers_adapters_get_no_gradient(lang, words):
+    at = open_page("fine-tuning", lang, model="gemma-3-27b", method="lora", gpu="h100")
+    assert not at.exception, [e.value for e in at.exception]
+    notes = [info.value for info in at.info if words in info.value]
+    assert notes and "ddp_find_unused_parameters=True" in notes[0] and r".*language_model.*\.(q_proj|v_proj)" in notes[0]
+    plain = open_page("fine-tuning", lang, model="llama-3.1-8b", method="lora", gpu="h100")
+    assert not any(words in info.value for info in plain.info)

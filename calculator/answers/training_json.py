@@ -10,7 +10,7 @@ def train_json(model, card, setup, layout, answer=None) -> dict:
     `detail` is the step's memory, computed once."""
     from calculator.core.budget import Budget, readings_of
     from calculator.answers.verdicts import readings_json
-    from calculator.training import kbit_upcast_bytes, rule_of_thumb_bytes, training_memory
+    from calculator.training import idle_adapter_parameters, kbit_upcast_bytes, rule_of_thumb_bytes, training_memory
     from calculator.training.peak import tower_parameters
 
     memory = answer.detail if answer is not None else training_memory(model.summary, model.spec, setup, layout,
@@ -20,6 +20,9 @@ def train_json(model, card, setup, layout, answer=None) -> dict:
               "kbit_upcast_expert_bytes": kbit_upcast_bytes(model.summary, model.spec, setup),
               # a vision-language model's image side: a text batch leaves it frozen (priced so)
               "frozen_tower_parameters": tower_parameters(model.summary, model.spec),
+              # LoRA adapters peft puts on that image side: weights only (no gradient ever reaches them)
+              "idle_adapter_parameters": idle_adapter_parameters(model.summary, model.spec, setup.lora_rank,
+                                                                 setup.lora_targets) if setup.method != "full" else 0,
               "setup": {k: v for k, v in setup.__dict__.items() if k != "device"},
               "layout": {**layout.__dict__, "data": layout.data}}
     result.update(readings_json(readings_of(memory, Budget(card) if card is not None else None)))

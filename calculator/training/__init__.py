@@ -66,8 +66,9 @@ from calculator.training.setup import (
     float32_residual,
 )
 from calculator.training.tensors import (
-    BNB_BLOCK, BNB_MIN_8BIT, BNB_QMAPS_BYTES, NAME_ROLES, TensorGroup, full_tensors, linear_role, lora_modules,
-    lora_parameters, lora_rank_of, lora_tensors, optimizer_state_bytes, optimizer_step_temporary,
+    BNB_BLOCK, BNB_MIN_8BIT, BNB_QMAPS_BYTES, NAME_ROLES, TensorGroup, full_tensors, idle_adapter_parameters,
+    linear_role, lora_modules, lora_parameters, lora_rank_of, lora_tensors, optimizer_state_bytes,
+    optimizer_step_temporary,
 )
 
 __all__ = [
@@ -79,7 +80,7 @@ __all__ = [
     "Precision", "PRECISION_BYTES", "TrainingSetup", "FINE_TUNING_DEFAULTS", "Layout", "check_setup", "check_layout",
     # tensors
     "BNB_BLOCK", "BNB_MIN_8BIT", "BNB_QMAPS_BYTES", "NAME_ROLES", "linear_role", "TensorGroup", "full_tensors",
-    "lora_modules", "lora_rank_of", "lora_parameters", "lora_tensors", "optimizer_state_bytes",
+    "idle_adapter_parameters", "lora_modules", "lora_rank_of", "lora_parameters", "lora_tensors", "optimizer_state_bytes",
     "optimizer_step_temporary",
     # quantized
     "NF4_BLOCK", "NF4_SCALE_BLOCK", "nf4_bytes", "quantized_base_bytes", "largest_module_parameters",

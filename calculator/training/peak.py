@@ -14,7 +14,7 @@ from calculator.training.activations import ActivationModel, activation_model
 from calculator.training.quantized import largest_module_parameters, quantized_base_bytes
 from calculator.training.setup import PRECISION_BYTES, Layout, TrainingSetup, _layer_count, adapters_in_float32, check_layout, check_setup
 from calculator.training.tensors import (
-    full_tensors, lora_modules, lora_parameters, lora_rank_of, lora_tensors, optimizer_state_bytes,
+    full_tensors, idle_adapter_parameters, lora_modules, lora_rank_of, lora_tensors, optimizer_state_bytes,
     optimizer_step_temporary,
 )
 
@@ -223,11 +223,10 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
         base, idle_held = frozen * p.weight, 0
     else:
         tensors = lora_tensors(summary, setup.lora_rank, setup.lora_targets, spec)  # those a text batch trains
-        trained_total = sum(x.parameters for x in tensors)
         # adapters on a vision-language model's tower: weights on the first stage, nothing else
-        idle = lora_parameters(summary, setup.lora_rank, setup.lora_targets) - trained_total
-        trainable_total = trained_total + idle  # as peft counts them
-        trainable = math.ceil(trained_total * share)
+        idle = idle_adapter_parameters(summary, spec, setup.lora_rank, setup.lora_targets)
+        trainable_total = sum(x.parameters for x in tensors) + idle  # as peft counts them
+        trainable = math.ceil((trainable_total - idle) * share)
         idle_held = math.ceil(idle / t) if stage.front else 0
         kept = 4 if setup.method == "qlora" and setup.kbit_prepare else p.weight  # prepare_model_for_kbit_training
         base = held * p.weight if setup.method == "lora" else \

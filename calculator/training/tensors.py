@@ -135,6 +135,13 @@ def runs_on_text(module: Linear, spec: ArchSpec) -> bool:
     return not (module.tower and spec.kind != "vision")
 
 
+def idle_adapter_parameters(summary: ModelSummary, spec: ArchSpec, rank: int, targets: str = ALL_LINEAR) -> int:
+    """LoRA parameters peft puts on a vision-language model's image side (`runs_on_text`): a
+    text batch never reaches them, so they hold weights but no gradients and no optimizer states."""
+    return sum(m.count * lora_rank_of(m, rank) * (m.in_features + m.out_features)
+               for m in lora_modules(summary, targets) if not runs_on_text(m, spec))
+
+
 def lora_tensors(summary: ModelSummary, rank: int, targets: str,
                  spec: ArchSpec | None = None) -> tuple[TensorGroup, ...]:
     """The adapters' A and B matrices; with `spec`, only those a text batch trains."""

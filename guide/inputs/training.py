@@ -79,14 +79,21 @@ def softcap_caveat(ctx: Context, model: Model) -> None:
         st.warning(ctx.t("training.softcap_caveat"), icon=":material/warning:")
 
 def tower_note(ctx: Context, model: Model, setup) -> None:
-    """Full fine-tuning of a vision-language model on text: its image side is priced frozen
-    (training.peak.tower_parameters), and the reader is told, with the count."""
+    """Fine-tuning a vision-language model on text: its image side is priced frozen
+    (training.peak.tower_parameters), and LoRA's adapters on it with their weights only
+    (training.idle_adapter_parameters); the reader is told, with the count."""
+    from calculator.training import idle_adapter_parameters
     from calculator.training.peak import tower_parameters
-    from guide.format import format_billions
+    from guide.format import format_billions, format_count
 
     tower = tower_parameters(model.summary, model.spec)
     if setup.method == "full" and tower:
         st.info(ctx.t("training.tower_frozen", model=model.name, tower=format_billions(tower, ctx.lang)),
+                icon=":material/info:")
+    idle = idle_adapter_parameters(model.summary, model.spec, setup.lora_rank, setup.lora_targets) \
+        if setup.method != "full" else 0
+    if idle:
+        st.info(ctx.t("training.tower_adapters", model=model.name, adapters=format_count(idle, ctx.lang)),
                 icon=":material/info:")
 
 
