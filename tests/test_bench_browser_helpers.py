@@ -1,0 +1,24 @@
+"""The browser benchmarks' pure parts: which changes count once every reader's page is drawn,
+and which values a calculator's own number takes (within its bounds, each different from the
+one before, so every change changes the page)."""
+
+from __future__ import annotations
+
+from bench.case_change_browser import after_every_load
+from bench.own_input_browser import values_to_type
+
+
+def test_only_changes_begun_after_every_page_was_drawn_count():
+    readers = [{"loaded_at": 1.0, "started_at": [1.5, 3.0, 5.0], "changes": [0.1, 0.2, 0.3]},
+               {"loaded_at": 4.0, "started_at": [4.5, 6.0], "changes": [0.4, 0.5]}]
+    assert after_every_load(readers) == [0.3, 0.4, 0.5]
+    assert after_every_load([*readers, {"loaded_at": None, "started_at": [], "changes": []}]) == []
+
+
+def test_own_values_stay_in_bounds_and_always_change():
+    assert values_to_type("0.9", "0.05", "1", "0.01", 3) == ["0.91", "0.92", "0.93"]
+    assert values_to_type("", "0.05", "1", "0.01", 2) == ["0.05", "0.06"]  # an empty share starts at its lowest
+    assert values_to_type("8", "1", "8", "1", 3) == ["7", "6", "5"]  # at the top: downward
+    values = values_to_type("2", "1", "3", "", 6)
+    assert all(1 <= float(v) <= 3 for v in values)
+    assert all(a != b for a, b in zip(["2", *values], values))
