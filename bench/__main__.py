@@ -6,7 +6,8 @@ import importlib
 import inspect
 import sys
 
-BENCHMARKS = ["engine", "browser", "case_change", "case_change_browser", "case_change_ab", "own_input_browser", "charts_json", "first_heading",
+BENCHMARKS = ["engine", "browser", "case_change", "case_change_browser", "case_change_ab", "own_input_browser",
+              "charts_json", "first_heading",
               "estimator", "big_models", "training", "activations", "accuracy", "load", "memory_curve", "memory_holders",
               "resting_memory", "serving",
               "published", "cuda_context"]
