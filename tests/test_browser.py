@@ -216,6 +216,8 @@ def test_a_section_link_pins_the_case_and_what_the_reader_set(server, page):
         "[data-testid='stMainBlockContainer'] [data-testid='stHeading']")].filter(h => h.querySelector('h2[id], h3[id]'))
         .map(h => h.querySelectorAll('.guide-section-link').length)""")
     assert len(per_heading) >= len(chapters.by_slug("oom").anchors) and set(per_heading) == {1}  # each heading, once
+    heading.locator("h2").hover()  # Streamlit's own anchor (English, without the case) is not shown beside ours
+    assert heading.locator("[data-testid='stHeaderActionElements']").is_hidden()
     toggle.click()
     address = heading.locator(".guide-section-link-address")
     pinned = "lang=fr&model=llama-3.1-8b&gpu=rtx4090&dtype=bfloat16&batch=2&prompt=4096&new_tokens=512"
