@@ -309,3 +309,20 @@ def test_quantized_all_on_gpu_is_the_whole_quantized_model(key, quantization):
     assert not plan.offloaded and plan.gpu_bytes == plan.all_on_gpu_bytes
     entry = catalog_model(key)
     assert plan.gpu_bytes == quantize_model(entry.summary, entry.spec, quantization).total_bytes
+
+
+def test_offload_starts_from_the_cards_precision_as_inference_does():
+    """No --dtype: float16 on a card without bfloat16 tensor cores (a T4, Colab's and Kaggle's),
+    said in the table and in the JSON's assumptions, as `inference` and `speed` choose; bfloat16
+    where the card has them; an asked dtype is kept."""
+    t4 = json.loads(cli("offload", "llama-3.1-8b", "--gpu", "t4", "--json").stdout)
+    assert t4["dtype"] == "float16" and "dtype=torch.float16" in t4["snippet"]
+    assert t4["assumptions"] == [{"id": "compute_dtype", "value": {"dtype": "float16", "reason": "no_bf16_tensor_cores",
+                                                                    "gpu": "t4"}}]
+    assert t4["dtype"] == json.loads(cli("inference", "llama-3.1-8b", "--gpu", "t4", "--batch", "1", "--context", "512",
+                                         "--json").stdout)["dtype"]
+    assert "Precision: float16, the NVIDIA T4 has no bfloat16 tensor cores" in cli("offload", "llama-3.1-8b", "--gpu",
+                                                                                   "Kaggle 2xT4").stdout
+    asked = json.loads(cli("offload", "llama-3.1-8b", "--gpu", "t4", "--dtype", "bfloat16", "--json").stdout)
+    assert asked["dtype"] == "bfloat16" and asked["assumptions"] == []
+    assert json.loads(cli("offload", "llama-3.1-8b", "--gpu", "rtx4090", "--json").stdout)["dtype"] == "bfloat16"

@@ -29,6 +29,8 @@ def test_cpu_memory_needed_equals_the_cli(lang):
     assert shown[text("offload.on_gpus", lang)] == format_bytes(data["gpu_bytes"], lang)
     code = next(c.value for c in at.code if "from_pretrained" in c.value)
     assert (code.strip() == data["snippet"].strip()) == (lang == "en")  # the comments are in the reader's language
+    # the case's bfloat16 is loaded in float16 on the T4, as the command and the other chapters do
+    assert "dtype=torch.float16" in code and text("data_parallel.float16_note", lang, gpu="NVIDIA T4") in texts(at)
 
 
 def test_quantized_plan_equals_the_cli():

@@ -21,7 +21,8 @@ def register(commands, shared) -> None:
     p.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")
     p.add_argument("--cpu-memory", help="CPU memory limit, e.g. 64GiB; beyond it, layers go to disk "
                                         "(default: no limit, and the CPU memory needed is printed)")
-    p.add_argument("--dtype", default="bfloat16", help="float16, bfloat16 or float32")
+    p.add_argument("--dtype", default=None, help="float16, bfloat16 or float32 (default: bfloat16, or float16 on a "
+                                                 "card without bfloat16 tensor cores, as inference and speed)")
     p.add_argument("--quantization", default="none", choices=QUANTIZATIONS,
                    help="bitsandbytes on the GPU, offloaded layers unquantized (default none)")
     p.add_argument("--gpu", default="rtx4090", help="GPU key: its memory bandwidth and PCIe link (default rtx4090)")
@@ -32,9 +33,12 @@ def run(args) -> int:
     from calculator.distributed.offload_plan import plan_config
     from calculator.core.precision import normalize_dtype
 
+    from calculator.answers.verdicts import card_dtype
+
     card = find_gpu(args.gpu)
     args.gpus = platform_gpus(args, 1)
-    dtype = normalize_dtype(args.dtype)
+    asked, precision = card_dtype(card, args.dtype)  # float16 on a T4, V100 or P100 unless asked
+    dtype = normalize_dtype(asked)
     gpu_budget = parse_size(args.gpu_memory, "--gpu-memory") if args.gpu_memory else default_gpu_budget(card)
     cpu_budget = parse_size(args.cpu_memory, "--cpu-memory") if args.cpu_memory else None
     if not 1 <= args.gpus <= MAX_GPUS:
@@ -48,13 +52,15 @@ def run(args) -> int:
     if args.json:
         from calculator.answers.offload_json import offload_json
 
-        print_json(offload_json(resolved, card, gpu_budget, args.gpus, plan, cost))
+        print_json(offload_json(resolved, card, gpu_budget, args.gpus, plan, cost, precision))
         return 0
     code = snippet(resolved.load_id or resolved.name, architecture, plan)
     quant = "" if plan.quantization == "none" else f" + {plan.quantization} on the GPU"
     print(f"Model: {resolved.load_id or resolved.name}   {dtype}{quant}   "
           f"whole model in this format: {format_bytes(plan.all_on_gpu_bytes)}")
     print(f"GPU budget: {format_bytes(gpu_budget)} x {args.gpus} ({card.name})")
+    if precision is not None and precision.value["reason"] == "no_bf16_tensor_cores":
+        print(f"Precision: float16, the {card.name} has no bfloat16 tensor cores (--dtype to choose another).")
     print(render_table(["from", "to", "modules", "device"], [[a, b, str(n), d] for a, b, d, n in compact_map(plan.device_map)]))
     print(f"On GPUs {format_bytes(plan.gpu_bytes)}, CPU {format_bytes(plan.cpu_bytes)}, disk {format_bytes(plan.disk_bytes)}.")
     if cpu_budget is None:
