@@ -220,3 +220,12 @@ def test_a_platform_s_count_reaches_the_commands_that_take_one():
         assert json.loads(done.stdout)["gpus"] == 2
     done = _cli("offload", "gpt2", "--gpu", "Kaggle 2×T4", "--gpus", "3", "--json")
     assert json.loads(done.stdout)["gpus"] == 3  # the reader's own count wins
+
+
+def test_estimate_on_a_platform_says_its_verdicts_are_one_cards():
+    """`estimate` has no GPU count: on "Kaggle 2×T4" it says its verdicts are one T4's and gives
+    the command that places the model across both; a card's own name says nothing of the kind."""
+    text = _cli("estimate", "qwen3-8b", "--gpu", "Kaggle 2xT4").stdout
+    assert "Kaggle 2xT4 is 2 x NVIDIA T4: the verdicts above are one card's" in text
+    assert "`python -m calculator offload qwen3-8b --gpu t4 --gpus 2`" in text
+    assert "verdicts above are one card's" not in _cli("estimate", "qwen3-8b", "--gpu", "t4").stdout

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
+
+from calculator.core.gpus import gpu_count
 from calculator.core.precision import DEFAULT_DTYPES, DTYPES
 from calculator.core.units import format_count
 from calculator.cli.commands._common import add_command, budget_for, find_gpu, print_json, render_table, resolve_model, sizer
@@ -57,6 +60,10 @@ def run(args) -> int:
         print(f"{card.name}: usable {size(budget.usable_bytes)} (PyTorch's total {size(card.total_bytes)} less the "
               f"CUDA context {size(card.context_bytes)}), headroom kept {size(budget.headroom_bytes)}. fits: the "
               "x1.1 rule fits with the headroom; tight: only the bare weights fit.")
+        cards = gpu_count(args.gpu)
+        if cards > 1:  # a platform's name ("Kaggle 2xT4"): the verdicts are one card's
+            print(f"{args.gpu.strip()} is {cards} x {card.name}: the verdicts above are one card's; `python -m calculator "
+                  f"offload {shlex.quote(args.model)} --gpu {card.key} --gpus {cards}` places the model across them.")
     print(f"{units} *As accelerate estimate-memory computes it, for a batch of 1. Reserved: as "
           "torch.cuda.memory_reserved() would show the loaded weights; nvidia-smi adds the CUDA context.")
     return 0
