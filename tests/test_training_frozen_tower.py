@@ -91,10 +91,12 @@ def test_the_idle_adapters_are_those_peft_puts_on_the_tower():
         model = get_peft_model(_real(config), LoraConfig(r=8, target_modules=targets if "," not in targets
                                                          else targets.split(",")))
         tower = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n and in_tower(n))
-        assert tower > 0 and idle_adapter_parameters(summary, spec, 8, targets) == tower
+        setup = TrainingSetup(method="lora", lora_rank=8, lora_targets=targets)
+        assert tower > 0 and idle_adapter_parameters(summary, spec, setup) == tower
     data = cli_json("train", "gemma-3-27b", "--method", "lora")
-    assert data["idle_adapter_parameters"] == idle_adapter_parameters(catalog_model("gemma-3-27b").summary,
-                                                                      catalog_model("gemma-3-27b").spec, 16) > 0
+    gemma = catalog_model("gemma-3-27b")
+    assert data["idle_adapter_parameters"] == idle_adapter_parameters(gemma.summary, gemma.spec,
+                                                                      TrainingSetup(method="lora", lora_rank=16)) > 0
     assert cli_json("train", "llama-3.1-8b", "--method", "lora")["idle_adapter_parameters"] == 0
     assert cli_json("train", "gemma-3-27b", "--method", "full")["idle_adapter_parameters"] == 0
 

@@ -21,8 +21,7 @@ def train_json(model, card, setup, layout, answer=None) -> dict:
               # a vision-language model's image side: a text batch leaves it frozen (priced so)
               "frozen_tower_parameters": tower_parameters(model.summary, model.spec),
               # LoRA adapters peft puts on that image side: weights only (no gradient ever reaches them)
-              "idle_adapter_parameters": idle_adapter_parameters(model.summary, model.spec, setup.lora_rank,
-                                                                 setup.lora_targets) if setup.method != "full" else 0,
+              "idle_adapter_parameters": idle_adapter_parameters(model.summary, model.spec, setup),
               "setup": {k: v for k, v in setup.__dict__.items() if k != "device"},
               "layout": {**layout.__dict__, "data": layout.data}}
     result.update(readings_json(readings_of(memory, Budget(card) if card is not None else None)))

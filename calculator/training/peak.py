@@ -14,7 +14,7 @@ from calculator.training.activations import ActivationModel, activation_model
 from calculator.training.quantized import largest_module_parameters, quantized_base_bytes
 from calculator.training.setup import PRECISION_BYTES, Layout, TrainingSetup, _layer_count, adapters_in_float32, check_layout, check_setup
 from calculator.training.tensors import (
-    full_tensors, idle_adapter_parameters, lora_modules, lora_rank_of, lora_tensors, optimizer_state_bytes,
+    adapter_parameters, full_tensors, idle_adapter_parameters, lora_modules, lora_tensors, optimizer_state_bytes,
     optimizer_step_temporary,
 )
 
@@ -224,9 +224,10 @@ def _model_states(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, l
     else:
         tensors = lora_tensors(summary, setup.lora_rank, setup.lora_targets, spec)  # those a text batch trains
         # adapters on a vision-language model's tower: weights on the first stage, nothing else
-        idle = idle_adapter_parameters(summary, spec, setup.lora_rank, setup.lora_targets)
-        trainable_total = sum(x.parameters for x in tensors) + idle  # as peft counts them
-        trainable = math.ceil((trainable_total - idle) * share)
+        idle = idle_adapter_parameters(summary, spec, setup)
+        trained_total = sum(x.parameters for x in tensors)
+        trainable_total = trained_total + idle  # as peft counts them
+        trainable = math.ceil(trained_total * share)
         idle_held = math.ceil(idle / t) if stage.front else 0
         kept = 4 if setup.method == "qlora" and setup.kbit_prepare else p.weight  # prepare_model_for_kbit_training
         base = held * p.weight if setup.method == "lora" else \
@@ -369,8 +370,7 @@ def _head_trainable(summary: ModelSummary, setup: TrainingSetup, tensor: int) ->
     if setup.method == "full":
         return math.ceil(sum(m.parameters for m in summary.linears if m.kind in ("head", "tied-head")) / tensor)
     adapted = [m for m in lora_modules(summary, setup.lora_targets) if m.kind in ("head", "tied-head")]
-    return math.ceil(sum(m.count * lora_rank_of(m, setup.lora_rank) * (m.in_features + m.out_features)
-                         for m in adapted) / tensor)
+    return math.ceil(sum(adapter_parameters(m, setup.lora_rank) for m in adapted) / tensor)
 
 
 def _front_trainable(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup, tensor: int) -> int:

@@ -10,7 +10,7 @@ import re
 from calculator.models.architecture import ArchSpec
 from calculator.core.errors import CalculatorError
 from calculator.models.summary import Linear, ModelSummary
-from calculator.training.setup import ALL_LINEAR, OPTIMIZERS, _choice
+from calculator.training.setup import ALL_LINEAR, OPTIMIZERS, TrainingSetup, _choice
 
 # bitsandbytes: 8-bit optimizer states in blocks of 256 values with a float32 scale each;
 # tensors under 4,096 values keep float32 states (min_8bit_size).
@@ -121,10 +121,14 @@ def lora_rank_of(module: Linear, rank: int) -> int:
     return 2 * rank if module.kind == "experts" and "gate_up" in module.name else rank
 
 
-def lora_parameters(summary: ModelSummary, rank: int, targets: str = ALL_LINEAR) -> int:
+def adapter_parameters(module: Linear, rank: int) -> int:
     """LoRA adds A (rank x in) and B (out x rank) to each adapted matrix (Hu et al., 2021)."""
-    return sum(m.count * lora_rank_of(m, rank) * (m.in_features + m.out_features)
-               for m in lora_modules(summary, targets))
+    return module.count * lora_rank_of(module, rank) * (module.in_features + module.out_features)
+
+
+def lora_parameters(summary: ModelSummary, rank: int, targets: str = ALL_LINEAR) -> int:
+    """Every adapter's parameters, as peft counts them trainable."""
+    return sum(adapter_parameters(m, rank) for m in lora_modules(summary, targets))
 
 
 def runs_on_text(module: Linear, spec: ArchSpec) -> bool:
@@ -135,11 +139,14 @@ def runs_on_text(module: Linear, spec: ArchSpec) -> bool:
     return not (module.tower and spec.kind != "vision")
 
 
-def idle_adapter_parameters(summary: ModelSummary, spec: ArchSpec, rank: int, targets: str = ALL_LINEAR) -> int:
+def idle_adapter_parameters(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup) -> int:
     """LoRA parameters peft puts on a vision-language model's image side (`runs_on_text`): a
-    text batch never reaches them, so they hold weights but no gradients and no optimizer states."""
-    return sum(m.count * lora_rank_of(m, rank) * (m.in_features + m.out_features)
-               for m in lora_modules(summary, targets) if not runs_on_text(m, spec))
+    text batch never reaches them, so they hold weights but no gradients and no optimizer
+    states. None without adapters (full fine-tuning)."""
+    if setup.method == "full":
+        return 0
+    return sum(adapter_parameters(m, setup.lora_rank) for m in lora_modules(summary, setup.lora_targets)
+               if not runs_on_text(m, spec))
 
 
 def lora_tensors(summary: ModelSummary, rank: int, targets: str,

@@ -90,8 +90,7 @@ def tower_note(ctx: Context, model: Model, setup) -> None:
     if setup.method == "full" and tower:
         st.info(ctx.t("training.tower_frozen", model=model.name, tower=format_billions(tower, ctx.lang)),
                 icon=":material/info:")
-    idle = idle_adapter_parameters(model.summary, model.spec, setup.lora_rank, setup.lora_targets) \
-        if setup.method != "full" else 0
+    idle = idle_adapter_parameters(model.summary, model.spec, setup)
     if idle:
         st.info(ctx.t("training.tower_adapters", model=model.name, adapters=format_count(idle, ctx.lang)),
                 icon=":material/info:")
