@@ -18,17 +18,13 @@ from pathlib import Path
 import statistics
 import sys
 
-from bench.case_change_browser import IDLE, MAIN_TEXT, TIMEOUT_MS, WATCH, change, settle
+from bench.case_change_browser import MAIN_TEXT, TIMEOUT_MS, change, open_chapter, settle, watched_page
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, GuideServer
 
 
-async def open_chapter(browser, url: str, slug: str):
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    page = await context.new_page()
-    await page.add_init_script(WATCH)
-    await page.goto(f"{url}/{slug}?lang=en", timeout=TIMEOUT_MS)
-    await page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=TIMEOUT_MS)
-    await page.wait_for_function(IDLE, timeout=TIMEOUT_MS)
+async def open_batch_chapter(browser, url: str, slug: str):
+    _, page = await watched_page(browser)
+    await open_chapter(page, url, slug)
     await page.locator(".st-key-case_batch input").wait_for(timeout=TIMEOUT_MS)
     await page.wait_for_timeout(1000)
     return page
@@ -41,7 +37,7 @@ async def compare(trees: dict[str, Path], slug: str, changes: int) -> dict[str, 
     try:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            pages = {name: await open_chapter(browser, server.url, slug) for name, server in servers.items()}
+            pages = {name: await open_batch_chapter(browser, server.url, slug) for name, server in servers.items()}
             times: dict[str, list[float]] = {name: [] for name in trees}
             for i in range(changes):
                 for name in (list(trees) if i % 2 == 0 else list(reversed(trees))):

@@ -128,17 +128,30 @@ async def mutations(page) -> tuple[int, int]:
     return counts[0], counts[1]
 
 
-async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
-    """One reader (the `offset`-th) on one chapter: its first heading, then `changes` case changes."""
+async def watched_page(browser):
+    """A reader of its own (a fresh browser context) whose page's changes are watched (WATCH)."""
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
     await page.add_init_script(WATCH)
+    return context, page
+
+
+async def open_chapter(page, url: str, slug: str) -> float:
+    """Open the chapter in English until its title is drawn and Streamlit has finished the run;
+    the seconds from the navigation's start to the title."""
+    await page.goto(f"{url}/{slug}?lang=en", timeout=TIMEOUT_MS)
+    await page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=TIMEOUT_MS)
+    heading = await page.evaluate("() => window.__guide.title / 1000")
+    await page.wait_for_function(IDLE, timeout=TIMEOUT_MS, polling=POLL_MS)
+    return heading
+
+
+async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
+    """One reader (the `offset`-th) on one chapter: its first heading, then `changes` case changes."""
+    context, page = await watched_page(browser)
     result = {"heading": None, "changes": [], "mutations": [], "errors": [], "loaded_at": None, "started_at": []}
     try:
-        await page.goto(f"{url}/{chapter.slug}?lang=en", timeout=TIMEOUT_MS)
-        await page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=TIMEOUT_MS)
-        result["heading"] = await page.evaluate("() => window.__guide.title / 1000")
-        await page.wait_for_function(IDLE, timeout=TIMEOUT_MS, polling=POLL_MS)
+        result["heading"] = await open_chapter(page, url, chapter.slug)
         field = field_of(chapter)
         await page.locator(f"{CASE_BAR} .st-key-case_{field}").wait_for(timeout=TIMEOUT_MS)
         await page.wait_for_timeout(QUIET_MS)
