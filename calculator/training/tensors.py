@@ -149,12 +149,11 @@ def idle_adapter_parameters(summary: ModelSummary, spec: ArchSpec, setup: Traini
                if not runs_on_text(m, spec))
 
 
-def lora_tensors(summary: ModelSummary, rank: int, targets: str,
-                 spec: ArchSpec | None = None) -> tuple[TensorGroup, ...]:
-    """The adapters' A and B matrices; with `spec`, only those a text batch trains."""
+def lora_tensors(summary: ModelSummary, rank: int, targets: str, spec: ArchSpec) -> tuple[TensorGroup, ...]:
+    """The A and B matrices of the adapters a text batch trains (`runs_on_text`)."""
     groups = []
     for m in lora_modules(summary, targets):
-        if spec is not None and not runs_on_text(m, spec):
+        if not runs_on_text(m, spec):
             continue
         r = lora_rank_of(m, rank)
         groups += [TensorGroup(r, m.in_features, m.count), TensorGroup(m.out_features, r, m.count)]
