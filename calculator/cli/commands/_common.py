@@ -61,6 +61,13 @@ def platform_gpus(args, default, option: str = "gpus"):
     return count if given == default and count > 1 else given
 
 
+def print_card_precision(card, precision) -> None:
+    """Say it when the card chose float16 over bfloat16 (verdicts.card_dtype), as the commands
+    that start from the card's precision do."""
+    if precision is not None and precision.value["reason"] == "no_bf16_tensor_cores":
+        print(f"Precision: float16, the {card.name} has no bfloat16 tensor cores (--dtype to choose another).")
+
+
 def sizer(units: str):
     """The size formatter for --units, and the line that names the unit."""
     system = "binary" if units == "GiB" else "decimal"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from calculator.core.precision import DTYPES
 from calculator.core.units import format_bytes
-from calculator.cli.commands._common import (add_command, budget_for, find_gpu, print_json, readings_lines, render_table,
-                      resolve_model)
+from calculator.cli.commands._common import (add_command, budget_for, find_gpu, print_card_precision, print_json,
+                                             readings_lines, render_table, resolve_model)
 
 
 def register(commands, shared) -> None:
@@ -85,8 +85,7 @@ def run(args) -> int:
         length_text = f"{memory.encoder_tokens} encoder tokens, decoder {length_text}"
     print(f"Model: {model.name} ({model.source})   batch {args.batch} x {length_text}   "
           f"{memory.weights_format} weights, {memory.kv_dtype} cache, {attention} attention, {memory.mode}")
-    if precision is not None and precision.value["reason"] == "no_bf16_tensor_cores":
-        print(f"Precision: float16, the {card.name} has no bfloat16 tensor cores (--dtype to choose another).")
+    print_card_precision(card, precision)
     rows = [["weights", format_bytes(memory.weights_bytes)], ["KV cache", format_bytes(memory.kv_cache_bytes)],
             ["activation peak", f"{format_bytes(memory.activation_peak_bytes)} (at: {memory.peak_moment})"]]
     if memory.quantized_matmul_bytes:

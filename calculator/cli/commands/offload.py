@@ -8,7 +8,7 @@ import json
 
 from calculator.core.errors import CalculatorError
 from calculator.core.units import format_bytes
-from calculator.cli.commands._common import add_command, find_gpu, parse_size, platform_gpus, print_json, render_table, resolve_model
+from calculator.cli.commands._common import add_command, find_gpu, parse_size, platform_gpus, print_card_precision, print_json, render_table, resolve_model
 
 
 def register(commands, shared) -> None:
@@ -59,8 +59,7 @@ def run(args) -> int:
     print(f"Model: {resolved.load_id or resolved.name}   {dtype}{quant}   "
           f"whole model in this format: {format_bytes(plan.all_on_gpu_bytes)}")
     print(f"GPU budget: {format_bytes(gpu_budget)} x {args.gpus} ({card.name})")
-    if precision is not None and precision.value["reason"] == "no_bf16_tensor_cores":
-        print(f"Precision: float16, the {card.name} has no bfloat16 tensor cores (--dtype to choose another).")
+    print_card_precision(card, precision)
     print(render_table(["from", "to", "modules", "device"], [[a, b, str(n), d] for a, b, d, n in compact_map(plan.device_map)]))
     print(f"On GPUs {format_bytes(plan.gpu_bytes)}, CPU {format_bytes(plan.cpu_bytes)}, disk {format_bytes(plan.disk_bytes)}.")
     if cpu_budget is None:
