@@ -24,6 +24,7 @@ import json
 
 import pytest
 
+from calculator.core.memo import forget_kept
 from calculator.models import catalog
 from calculator.models.seam import resolve_config
 from calculator.training import TrainingSetup, activation_model, traits_from_config, training_memory
@@ -225,12 +226,9 @@ def small_tiles(monkeypatch):
 
     monkeypatch.setattr(activations, "FUSED_TOKEN_TILE", TOKEN_TILE)
     monkeypatch.setattr(activations, "FUSED_VOCAB_TILE", VOCAB_TILE)
-    kept = (activations.activation_model, training_memory)  # nothing priced with these tiles kept, before or after
-    for function in kept:
-        function.cache_clear()
+    forget_kept()  # nothing priced with these tiles kept, before or after
     yield
-    for function in kept:
-        function.cache_clear()
+    forget_kept()
 
 
 @pytest.mark.parametrize("loss", list(LOOPS))

@@ -301,3 +301,17 @@ def test_a_ui_string_without_a_link_does_not_read_the_case(monkeypatch):
     assert ctx.localized("Taille du lot : 8") == "Taille du lot : 8" and reads == []  # ~2,000 such strings a run
     assert ctx.localized("Voir [le chapitre](oom#batch-size).") == \
         "Voir [le chapitre](oom?model=gpt2&lang=fr#batch-size)." and reads == ["fr"]
+
+
+def test_forget_kept_empties_every_answer_kept_by_its_inputs():
+    """Tests that patch the engine forget every kept answer at once (core.memo.forget_kept):
+    every kept_by_inputs cache of the engine is among them."""
+    from calculator.core.memo import forget_kept
+    from calculator.training import TrainingSetup, training_memory
+    from calculator.training.activations import activation_model
+
+    setup = TrainingSetup(method="lora", micro_batch=2, sequence=512)
+    training_memory(LLAMA.summary, LLAMA.spec, setup, traits=LLAMA.traits)
+    assert training_memory.cache_info().currsize and activation_model.cache_info().currsize
+    forget_kept()
+    assert training_memory.cache_info().currsize == activation_model.cache_info().currsize == 0

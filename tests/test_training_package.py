@@ -14,6 +14,7 @@ import pytest
 
 import calculator.training as training
 from calculator.core.errors import CalculatorError
+from calculator.core.memo import forget_kept
 from calculator.models.seam import catalog_model
 from calculator.training import Layout, TrainingSetup, activation_model, training_memory
 
@@ -95,14 +96,11 @@ def test_renaming_every_kept_tensor_changes_no_number(monkeypatch):
                for info in pkgutil.iter_modules(training.__path__)]
     for module in [m for m in modules if getattr(m, "Saved", None) is real]:
         monkeypatch.setattr(module, "Saved", renamed)
-    kept = (activation_model, training_memory)  # kept by their inputs: computed again with the new labels
     try:
-        for function in kept:
-            function.cache_clear()
+        forget_kept()  # answers kept by their inputs: computed again with the new labels
         assert figures() == plain
     finally:
-        for function in kept:  # no renamed tensor stays for the other tests
-            function.cache_clear()
+        forget_kept()  # no renamed tensor stays for the other tests
     assert made and {"labels", "token ids", "attention norm: 1/rms"} <= set(made)
 
 

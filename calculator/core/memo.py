@@ -51,6 +51,17 @@ class FrozenDict(dict):
         return (type(self), (dict(self),))
 
 
+# Every function kept by its inputs, so a test that changes what the engine computes (a patched
+# constant or class) can forget every kept answer at once (`forget_kept`).
+_KEPT: list[Callable] = []
+
+
+def forget_kept() -> None:
+    """Empty every `kept_by_inputs` cache."""
+    for kept in _KEPT:
+        kept.cache_clear()
+
+
 def kept_by_inputs(maxsize: int) -> Callable:
     """Keep the last `maxsize` results of a pure function whose first argument is a model's
     count (keyed by identity) and whose other arguments are hashable; a call with an
@@ -69,5 +80,6 @@ def kept_by_inputs(maxsize: int) -> Callable:
             return kept(Same(first), *args, **options)
 
         call.cache_info, call.cache_clear = kept.cache_info, kept.cache_clear
+        _KEPT.append(kept)
         return call
     return decorate
