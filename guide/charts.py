@@ -1,11 +1,13 @@
 """Plotly figures with the reader's units and labels. Data in, figure out.
 
-A figure is written down as the calls that draw it (`Drawing`: add_bar, update_layout...) and
-built with plotly (then written as JSON) by `show_chart` only the first time those exact calls
-are made: plotly checks every property it is given (~40 ms a figure on a quiet 2-core machine,
-several per chapter), and a case change redraws every chart of the page, most of them with the same calls as before.
-A chart whose data changed is built again; plotly then spends about half its time parsing the
-same property paths ("marker_color", "line_dash") again, so `keep_path_parses` keeps them.
+A figure is written down as the calls that draw it (`Drawing`: add_bar, update_layout...).
+`show_chart` writes the JSON plotly.js reads straight from those calls (guide/chart_spec.py:
+~0.2 ms a figure instead of ~6 with plotly.py, which checks every property it is given; the
+tests check every chart they draw against plotly.py's own). A drawing that writer leaves
+(a numpy array, a second axis) is built with plotly.py, once per drawing: a case change redraws
+every chart of the page, most of them with the same calls as before. plotly.py then spends
+about half its time parsing the same property paths ("marker_color", "line_dash") again, so
+`keep_path_parses` keeps them (chart_spec.py reads the same parse).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import plotly.io
 import streamlit as st
 import streamlit.components.v2
 
+from guide import chart_spec
 from guide.chapters import ROOT
 from guide.http import PLOTLY_PATH, base_path
 from guide.i18n import t
@@ -146,9 +149,15 @@ def _payload(figure: go.Figure) -> tuple[str, int]:
 
 def chart_payload(drawing: Drawing) -> tuple[str, int]:
     """The figure the drawing makes as the JSON plotly.js reads, and its height in pixels:
-    made once per drawing, like the figure."""
-    keyed = _keyed(drawing)
-    return _payload(drawing.figure()) if keyed is None else _kept_payload(keyed)
+    written from the calls (guide/chart_spec.py) when it knows them all, else built by
+    plotly.py once per drawing, like the figure."""
+    try:
+        spec = chart_spec.written(drawing.calls)
+    except chart_spec.Unwritten:
+        keyed = _keyed(drawing)
+        return _payload(drawing.figure()) if keyed is None else _kept_payload(keyed)
+    # plotly.io's own writer (plotly's encoder, compact), as for a figure built by plotly.py
+    return plotly.io.to_json(spec, validate=False), int(spec["layout"].get("height") or DEFAULT_HEIGHT)
 
 
 # One component for every chart (assets/chart.js); its element is identified by its key alone,

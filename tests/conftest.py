@@ -23,6 +23,41 @@ os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: unre
 
 def pytest_configure(config):
     _scan_installed_components_once()
+    _check_written_charts_against_plotly()
+
+
+def _check_written_charts_against_plotly() -> None:
+    """Every chart a test draws is also built by plotly.py, and the spec guide/chart_spec.py
+    wrote without it must be plotly.py's to the last key and number type: the page skips
+    plotly.py's validation for speed, the tests do not. A difference fails the test drawing it."""
+    from guide import chart_spec
+
+    if getattr(chart_spec.written, "checked", False):
+        return
+    write = chart_spec.written
+
+    def written_and_checked(calls):
+        spec = write(calls)  # raises Unwritten as the page's writer does: plotly.py draws it there
+        assert _canonical(spec) == _plotly_spec(calls), f"guide/chart_spec.py wrote another figure than plotly.py: {calls}"
+        return spec
+
+    written_and_checked.checked = True
+    chart_spec.written = written_and_checked
+
+
+def _plotly_spec(calls) -> str:
+    from guide.charts import Drawing, _payload
+
+    drawing = Drawing()
+    drawing.calls = list(calls)
+    return _canonical(json.loads(_payload(drawing.figure())[0]))
+
+
+def _canonical(spec: dict) -> str:
+    """One text per figure: keys sorted, 1 and 1.0 and true kept apart (JSON round trip)."""
+    import plotly.io
+
+    return json.dumps(json.loads(plotly.io.to_json(spec, validate=False)), sort_keys=True)
 
 
 def _scan_installed_components_once() -> None:
