@@ -8,7 +8,12 @@ the change (a figure that depends on the case moved), and the page has not chang
 the time is that of the page's last change. The field changed is the first of FIELDS the
 chapter's bar shows (every chapter shows a GPU): a number is typed, a GPU picked by its key.
 
-    python -m bench case_change_browser [--changes 5] [--readers 1] [--slug oom ...]
+    python -m bench case_change_browser [--changes 5] [--readers 1] [--protocol-readers 0] [--slug oom ...]
+
+With --protocol-readers N, N more readers change the same chapter's case at the same time
+without a browser (bench/protocol_reader.py: the messages a page sends, recorded from a real
+page first): one Chromium reader beside three of them is four readers whose browsers do not
+share the server's two cores, as four readers' computers would not.
 
 Bounded: each wait gives up after 60 s; 9 chapters with 5 changes take about 2 minutes alone,
 about 4 with --readers 4 (on the 2-core machine).
@@ -146,8 +151,9 @@ async def open_chapter(page, url: str, slug: str) -> float:
     return heading
 
 
-async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
-    """One reader (the `offset`-th) on one chapter: its first heading, then `changes` case changes."""
+async def reader(browser, url: str, chapter, changes: int, offset: int, values_of: int | None = None) -> dict:
+    """One reader (the `offset`-th) on one chapter: its first heading, then `changes` case changes
+    (its values those of a reader who makes `values_of` changes, `changes` by default)."""
     context, page = await watched_page(browser)
     result = {"heading": None, "changes": [], "mutations": [], "errors": [], "loaded_at": None, "started_at": []}
     try:
@@ -158,7 +164,7 @@ async def reader(browser, url: str, chapter, changes: int, offset: int) -> dict:
         result["loaded_at"] = time.monotonic()
         for i in range(changes):
             before = await page.evaluate(MAIN_TEXT)
-            value = value_of(field, offset, i, changes, getattr(chapter.defaults, field, None))
+            value = value_of(field, offset, i, values_of or changes, getattr(chapter.defaults, field, None))
             result["started_at"].append(time.monotonic())
             await change(page, field, value)
             result["changes"].append(await settle(page, before, field, value))
@@ -179,12 +185,65 @@ def after_every_load(results: list[dict]) -> list[float]:
     return [t for r in results for start, t in zip(r["started_at"], r["changes"]) if start >= max(loaded)]
 
 
+def python_loop_seconds(additions: int = 10**7) -> float:
+    """How fast this machine is now: the seconds one core takes for a pure-Python loop. This
+    host's speed swings by a third within an hour (README, "Sixth pass"): printed beside the
+    figures, it tells runs made in a slow phase from runs made in a fast one."""
+    start, total = time.perf_counter(), 0
+    for i in range(additions):
+        total += i
+    return time.perf_counter() - start
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
-async def measure(url: str, slugs: list[str] | None, changes: int, readers: int) -> list[dict]:
+async def recorded_change(browser, url: str, chapter, value: str) -> tuple[bytes, bytes]:
+    """A real page's first rerun request on the chapter and the one a case change sends (with
+    every widget's state), for the readers without a browser (bench/protocol_reader.py)."""
+    from bench.protocol_reader import Recorder
+
+    context, page = await watched_page(browser)
+    try:
+        recorder = Recorder(page)
+        await open_chapter(page, url, chapter.slug)
+        field = field_of(chapter)
+        await page.locator(f"{CASE_BAR} .st-key-case_{field}").wait_for(timeout=TIMEOUT_MS)
+        before = await page.evaluate(MAIN_TEXT)
+        await change(page, field, value)
+        await settle(page, before, field, value)
+        reruns = recorder.reruns()
+        return reruns[0], reruns[-1]
+    finally:
+        await context.close()
+
+
+async def with_protocol_readers(browser, url: str, chapter, changes: int, count: int) -> tuple[dict, list[float]]:
+    """One Chromium reader (timed as `reader`) while `count` readers without a browser change
+    the chapter's case too, from the same moment until the Chromium reader's last change; the
+    Chromium reader's result, and the run time of each of the others' changes."""
+    from bench.protocol_reader import protocol_reader
+
+    field = field_of(chapter)
+    default = getattr(chapter.defaults, field, None)
+    budget = 4 * changes  # values of their own for each (value_of), more than they can use
+    opening, recorded = await recorded_change(browser, url, chapter, value_of(field, count + 1, 0, budget, default))
+    stop = asyncio.Event()
+    others = [asyncio.create_task(protocol_reader(url, opening, recorded, field,
+                                                  [value_of(field, i, k, budget, default) for k in range(budget)],
+                                                  QUIET_MS / 1000 + 0.1, stop))
+              for i in range(1, count + 1)]
+    try:
+        result = await reader(browser, url, chapter, changes, 0, values_of=budget)
+    finally:
+        stop.set()
+    runs = [t for times in await asyncio.gather(*others) for t in times]
+    return result, runs
+
+
+async def measure(url: str, slugs: list[str] | None, changes: int, readers: int, protocol_readers: int = 0) -> list[dict]:
     from playwright.async_api import async_playwright
 
     rows = []
@@ -194,7 +253,12 @@ async def measure(url: str, slugs: list[str] | None, changes: int, readers: int)
         for chapter in chapters.CHAPTERS:
             if not chapter.case or (slugs and (chapter.slug or "home") not in slugs):
                 continue
-            results = await asyncio.gather(*(reader(browser, url, chapter, changes, i) for i in range(readers)))
+            runs = []
+            if protocol_readers:
+                result, runs = await with_protocol_readers(browser, url, chapter, changes, protocol_readers)
+                results = [result]
+            else:
+                results = await asyncio.gather(*(reader(browser, url, chapter, changes, i) for i in range(readers)))
             times = [t for r in results for t in r["changes"]]
             counts = [c for r in results for c in r["mutations"]] or [(0, 0)]
             rows.append({"slug": chapter.slug or "home", "field": field_of(chapter), "times": times,
@@ -202,7 +266,7 @@ async def measure(url: str, slugs: list[str] | None, changes: int, readers: int)
                          "mutations": statistics.median(c[0] for c in counts),
                          "in_charts": statistics.median(c[1] for c in counts),
                          "heading": statistics.median(r["heading"] for r in results if r["heading"] is not None),
-                         "errors": [e for r in results for e in r["errors"]]})
+                         "errors": [e for r in results for e in r["errors"]], "runs": runs})
             row = rows[-1]
             if times:
                 print(f"  {row['slug']}: median {statistics.median(times):.2f} s, p95 {percentile(times, 0.95):.2f} s, "
@@ -217,13 +281,21 @@ def main(options: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench case_change_browser")
     parser.add_argument("--changes", type=int, default=5, help="case changes per reader and chapter")
     parser.add_argument("--readers", type=int, default=1, help="browser contexts on each chapter at once")
+    parser.add_argument("--protocol-readers", type=int, default=0,
+                        help="readers without a browser beside one Chromium reader (--readers is then 1)")
     parser.add_argument("--slug", nargs="*", help="only these chapters (home for the home page)")
     args = parser.parse_args(options or [])
+    speed_before = python_loop_seconds()
     server = GuideServer().wait()
     try:
-        rows = asyncio.run(measure(server.url, args.slug, args.changes, args.readers))
+        rows = asyncio.run(measure(server.url, args.slug, args.changes, args.readers, args.protocol_readers))
     finally:
         server.stop()
+    print(f"\nThis machine's speed: a pure-Python loop of 10^7 additions took {speed_before:.2f} s before the run"
+          f" and {python_loop_seconds():.2f} s after it.")
+    if args.protocol_readers:
+        print_with_protocol_readers(rows, args.changes, args.protocol_readers)
+        return
     print(f"\n{args.readers} reader(s) at once, {args.changes} changes each per chapter, Chromium, English pages\n")
     several = args.readers > 1
     print("| chapter | field changed | changes | median | p95 | first heading (median) | DOM mutations (in charts)"
@@ -237,6 +309,21 @@ def main(options: list[str] | None = None) -> None:
               f"{row['mutations']:.0f} ({row['in_charts']:.0f}) | {len(row['errors'])} |"
               + (f" {len(row['settled_times'])}, {statistics.median(settled) * 1000:.0f} ms, "
                  f"{percentile(settled, 0.95) * 1000:.0f} ms |" if several else ""))
+    for row in rows:
+        for line in row["errors"][:3]:
+            print(f"  {line}")
+
+
+def print_with_protocol_readers(rows: list[dict], changes: int, count: int) -> None:
+    print(f"\nOne Chromium reader ({changes} changes) and {count} readers without a browser changing the same "
+          "chapter's case at once, English pages\n")
+    print("| chapter | field changed | Chromium reader: changes, median, p95 | first heading | the others: "
+          "changes, run median, p95 | errors |\n|---|---|---|---|---|---|")
+    for row in rows:
+        times, runs = row["times"] or [float("nan")], row["runs"] or [float("nan")]
+        print(f"| /{row['slug']} | {row['field']} | {len(row['times'])}, {statistics.median(times) * 1000:.0f} ms, "
+              f"{percentile(times, 0.95) * 1000:.0f} ms | {row['heading'] * 1000:.0f} ms | {len(row['runs'])}, "
+              f"{statistics.median(runs) * 1000:.0f} ms, {percentile(runs, 0.95) * 1000:.0f} ms | {len(row['errors'])} |")
     for row in rows:
         for line in row["errors"][:3]:
             print(f"  {line}")

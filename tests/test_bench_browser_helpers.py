@@ -4,6 +4,8 @@ one before, so every change changes the page)."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench.case_change_browser import after_every_load
 from bench.own_input_browser import values_to_type
 
@@ -22,3 +24,35 @@ def test_own_values_stay_in_bounds_and_always_change():
     values = values_to_type("2", "1", "3", "", 6)
     assert all(1 <= float(v) <= 3 for v in values)
     assert all(a != b for a, b in zip(["2", *values], values))
+
+
+def _recorded_rerun(*widgets) -> bytes:
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    message = BackMsg()
+    message.rerun_script.query_string = "lang=en"
+    message.rerun_script.cached_message_hashes.extend(["a1", "b2"])
+    for widget_id, kind, value in widgets:
+        state = message.rerun_script.widget_states.widgets.add()
+        state.id = widget_id
+        setattr(state, kind, value)
+    return message.SerializeToString()
+
+
+def test_a_reader_without_a_browser_sends_its_own_case_value_and_keeps_the_rest():
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    from bench.protocol_reader import with_case_value
+
+    recorded = _recorded_rerun(("$$ID-1f-case_batch", "int_value", 4), ("$$ID-2e-case_gpu", "string_value", "h100"),
+                               ("$$ID-3d-lo_rank", "int_value", 16))
+    sent = BackMsg()
+    sent.ParseFromString(with_case_value(recorded, "batch", "37"))
+    states = {w.id: w for w in sent.rerun_script.widget_states.widgets}
+    assert states["$$ID-1f-case_batch"].int_value == 37
+    assert states["$$ID-2e-case_gpu"].string_value == "h100" and states["$$ID-3d-lo_rank"].int_value == 16
+    assert list(sent.rerun_script.cached_message_hashes) == []  # it keeps no message: all are sent in full
+    sent.ParseFromString(with_case_value(recorded, "gpu", "l4"))
+    assert {w.id: w for w in sent.rerun_script.widget_states.widgets}["$$ID-2e-case_gpu"].string_value == "l4"
+    with pytest.raises(ValueError, match="case_users"):
+        with_case_value(recorded, "users", "3")
