@@ -187,8 +187,9 @@ def after_every_load(results: list[dict]) -> list[float]:
 
 def python_loop_seconds(additions: int = 10**7) -> float:
     """How fast this machine is now: the seconds one core takes for a pure-Python loop. This
-    host's speed swings by a third within an hour (README, "Sixth pass"): printed beside the
-    figures, it tells runs made in a slow phase from runs made in a fast one."""
+    host's speed swings by a third within an hour (README, "Sixth pass"); printed beside the
+    figures, it is a rough sign of the phase a run was made in (it misses some of Chromium's
+    swings: README, "Seventh pass")."""
     start, total = time.perf_counter(), 0
     for i in range(additions):
         total += i
@@ -229,7 +230,11 @@ async def with_protocol_readers(browser, url: str, chapter, changes: int, count:
     field = field_of(chapter)
     default = getattr(chapter.defaults, field, None)
     budget = 4 * changes  # values of their own for each (value_of), more than they can use
-    opening, recorded = await recorded_change(browser, url, chapter, value_of(field, count + 1, 0, budget, default))
+    try:
+        opening, recorded = await recorded_change(browser, url, chapter, value_of(field, count + 1, 0, budget, default))
+    except Exception as error:  # reported with the chapter, as a reader's timeout is
+        return {"heading": None, "changes": [], "mutations": [], "loaded_at": None, "started_at": [],
+                "errors": [f"{chapter.slug or 'home'}: recording a change: {type(error).__name__}: {error}"[:400]]}, []
     stop = asyncio.Event()
     others = [asyncio.create_task(protocol_reader(url, opening, recorded, field,
                                                   [value_of(field, i, k, budget, default) for k in range(budget)],
@@ -239,8 +244,10 @@ async def with_protocol_readers(browser, url: str, chapter, changes: int, count:
         result = await reader(browser, url, chapter, changes, 0, values_of=budget)
     finally:
         stop.set()
-    runs = [t for times in await asyncio.gather(*others) for t in times]
-    return result, runs
+    answers = await asyncio.gather(*others, return_exceptions=True)
+    result["errors"] += [f"{chapter.slug or 'home'}: a reader without a browser: {type(a).__name__}: {a}"[:400]
+                         for a in answers if isinstance(a, BaseException)]
+    return result, [t for times in answers if not isinstance(times, BaseException) for t in times]
 
 
 async def measure(url: str, slugs: list[str] | None, changes: int, readers: int, protocol_readers: int = 0) -> list[dict]:
@@ -265,7 +272,8 @@ async def measure(url: str, slugs: list[str] | None, changes: int, readers: int,
                          "settled_times": after_every_load(results),
                          "mutations": statistics.median(c[0] for c in counts),
                          "in_charts": statistics.median(c[1] for c in counts),
-                         "heading": statistics.median(r["heading"] for r in results if r["heading"] is not None),
+                         "heading": statistics.median([r["heading"] for r in results if r["heading"] is not None]
+                                                       or [float("nan")]),
                          "errors": [e for r in results for e in r["errors"]], "runs": runs})
             row = rows[-1]
             if times:
