@@ -25,6 +25,9 @@ LISTS = {"add_shape": "shapes", "add_annotation": "annotations"}
 AXES = {"update_xaxes": "xaxis", "update_yaxes": "yaxis"}
 AXIS_OPTIONS = frozenset({"selector", "row", "col", "secondary_y", "patch", "overwrite"})
 SCALARS = (str, int, float, bool, type(None))
+# Left to plotly.py in update_layout: lists of items (its update has rules of its own for them)
+# and a template (the page drops plotly.py's own)
+LEFT_IN_LAYOUT = frozenset({"shapes", "annotations", "template"})
 ONE_SUBPLOT = re.compile(r"[xy]axis\d+|[xy]\d+")  # a second axis, or a trace or shape drawn on one
 
 
@@ -40,7 +43,7 @@ def written(calls: list[tuple[str, tuple, dict]]) -> dict:
             data.append(_merge({"type": TRACES[name]}, kwargs))
         elif name in LISTS and not args:
             layout.setdefault(LISTS[name], []).append(_merge({}, kwargs))
-        elif name == "update_layout" and not args and not {"shapes", "annotations"} & set(kwargs):
+        elif name == "update_layout" and not args and not LEFT_IN_LAYOUT & set(kwargs):
             _merge(layout, kwargs)
         elif name in AXES and not args and not AXIS_OPTIONS & set(kwargs):
             _merge(layout.setdefault(AXES[name], {}), kwargs)

@@ -58,6 +58,7 @@ def test_a_chart_on_the_page_is_the_written_spec_and_its_height():
     [("update_layout", (), {"yaxis2": {"overlaying": "y"}})],
     [("update_layout", (dict(height=300),), {})],  # a positional dict
     [("update_layout", (), {"annotations": [{"text": "a"}]})],  # a list of items replaced
+    [("update_layout", (), {"template": "plotly_dark"})],  # a template (the page sends none)
     [("add_bar", (), {"x": [1], "y": [2], "customdata": [{"a": 1}]})],  # a dict inside a list
     [("update_xaxes", (), {"type": "log", "row": 1})],  # one subplot's axis
     [("add_shape", (), {"type": "line", "xref": "x3", "x0": 0, "x1": 1})],
