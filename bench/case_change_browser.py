@@ -201,6 +201,19 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
+def median_p95_ms(seconds: list[float]) -> tuple[float, float]:
+    """The median and p95 of times in seconds, in milliseconds (NaN for none: a chapter with errors)."""
+    values = seconds or [float("nan")]
+    return statistics.median(values) * 1000, percentile(values, 0.95) * 1000
+
+
+def print_errors(rows: list[dict]) -> None:
+    """Each chapter's first three errors, under a benchmark's table."""
+    for row in rows:
+        for line in row["errors"][:3]:
+            print(f"  {line}")
+
+
 async def recorded_change(browser, url: str, chapter, value: str) -> tuple[bytes, bytes]:
     """A real page's first rerun request on the chapter and the one a case change sends (with
     every widget's state), for the readers without a browser (bench/protocol_reader.py)."""
@@ -310,16 +323,11 @@ def main(options: list[str] | None = None) -> None:
           " | errors |" + (" once every page was drawn: changes, median, p95 |" if several else "")
           + "\n|---|---|---|---|---|---|---|---|" + ("---|" if several else ""))
     for row in rows:
-        times = row["times"] or [float("nan")]
-        settled = row["settled_times"] or [float("nan")]
-        print(f"| /{row['slug']} | {row['field']} | {len(row['times'])} | {statistics.median(times) * 1000:.0f} ms | "
-              f"{percentile(times, 0.95) * 1000:.0f} ms | {row['heading'] * 1000:.0f} ms | "
-              f"{row['mutations']:.0f} ({row['in_charts']:.0f}) | {len(row['errors'])} |"
-              + (f" {len(row['settled_times'])}, {statistics.median(settled) * 1000:.0f} ms, "
-                 f"{percentile(settled, 0.95) * 1000:.0f} ms |" if several else ""))
-    for row in rows:
-        for line in row["errors"][:3]:
-            print(f"  {line}")
+        (median, p95), (settled_median, settled_p95) = median_p95_ms(row["times"]), median_p95_ms(row["settled_times"])
+        print(f"| /{row['slug']} | {row['field']} | {len(row['times'])} | {median:.0f} ms | {p95:.0f} ms | "
+              f"{row['heading'] * 1000:.0f} ms | {row['mutations']:.0f} ({row['in_charts']:.0f}) | {len(row['errors'])} |"
+              + (f" {len(row['settled_times'])}, {settled_median:.0f} ms, {settled_p95:.0f} ms |" if several else ""))
+    print_errors(rows)
 
 
 def print_with_protocol_readers(rows: list[dict], changes: int, count: int) -> None:
@@ -328,13 +336,11 @@ def print_with_protocol_readers(rows: list[dict], changes: int, count: int) -> N
     print("| chapter | field changed | Chromium reader: changes, median, p95 | first heading | the others: "
           "changes, run median, p95 | errors |\n|---|---|---|---|---|---|")
     for row in rows:
-        times, runs = row["times"] or [float("nan")], row["runs"] or [float("nan")]
-        print(f"| /{row['slug']} | {row['field']} | {len(row['times'])}, {statistics.median(times) * 1000:.0f} ms, "
-              f"{percentile(times, 0.95) * 1000:.0f} ms | {row['heading'] * 1000:.0f} ms | {len(row['runs'])}, "
-              f"{statistics.median(runs) * 1000:.0f} ms, {percentile(runs, 0.95) * 1000:.0f} ms | {len(row['errors'])} |")
-    for row in rows:
-        for line in row["errors"][:3]:
-            print(f"  {line}")
+        (median, p95), (runs_median, runs_p95) = median_p95_ms(row["times"]), median_p95_ms(row["runs"])
+        print(f"| /{row['slug']} | {row['field']} | {len(row['times'])}, {median:.0f} ms, {p95:.0f} ms | "
+              f"{row['heading'] * 1000:.0f} ms | {len(row['runs'])}, {runs_median:.0f} ms, {runs_p95:.0f} ms | "
+              f"{len(row['errors'])} |")
+    print_errors(rows)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ import argparse
 import asyncio
 import statistics
 
-from bench.case_change_browser import MAIN_TEXT, QUIET_MS, open_chapter, percentile, settle, watched_page
+from bench.case_change_browser import (MAIN_TEXT, QUIET_MS, median_p95_ms, open_chapter, print_errors, settle,
+                                      watched_page)
 from guide import chapters
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, GuideServer
 
@@ -117,12 +118,10 @@ def main(options: list[str] | None = None) -> None:
     print(f"\nA calculator's own number, {args.changes} changes per chapter, one reader, Chromium, English pages\n")
     print("| chapter | input | changes | median | p95 | errors |\n|---|---|---|---|---|---|")
     for row in rows:
-        times = row["changes"] or [float("nan")]
-        print(f"| /{row['slug']} | {row['key']} | {len(row['changes'])} | {statistics.median(times) * 1000:.0f} ms | "
-              f"{percentile(times, 0.95) * 1000:.0f} ms | {len(row['errors'])} |")
-    for row in rows:
-        for line in row["errors"][:3]:
-            print(f"  {line}")
+        median, p95 = median_p95_ms(row["changes"])
+        print(f"| /{row['slug']} | {row['key']} | {len(row['changes'])} | {median:.0f} ms | {p95:.0f} ms | "
+              f"{len(row['errors'])} |")
+    print_errors(rows)
 
 
 if __name__ == "__main__":

@@ -56,3 +56,12 @@ def test_a_reader_without_a_browser_sends_its_own_case_value_and_keeps_the_rest(
     assert {w.id: w for w in sent.rerun_script.widget_states.widgets}["$$ID-2e-case_gpu"].string_value == "l4"
     with pytest.raises(ValueError, match="case_users"):
         with_case_value(recorded, "users", "3")
+
+
+def test_a_table_row_gives_median_and_p95_in_ms_and_nan_for_a_chapter_without_times():
+    import math
+
+    from bench.case_change_browser import median_p95_ms
+
+    assert median_p95_ms([0.1, 0.3, 0.2, 0.4, 2.0]) == (pytest.approx(300.0), pytest.approx(2000.0))
+    assert all(math.isnan(value) for value in median_p95_ms([]))
