@@ -232,6 +232,9 @@ def test_a_section_link_pins_the_case_and_what_the_reader_set(server, page):
     box.press("Enter")
     wait_until(page, "() => location.search.includes('batch=5') && !document.querySelector('[data-testid=\"stStatusWidget\"]')")
     toggle.click()
+    # The run's end (status widget gone) can come a frame before the component gets the new case;
+    # an open link's address is rewritten when it does (assets/section_links.js attach).
+    wait_until(page, "(el) => el.textContent.includes('&batch=5&')", arg=address.element_handle())
     copied = address.inner_text()
     assert "&batch=5&" in copied and copied.endswith("&dd_batch=48#batch-size")
     other = page.context.new_page()
