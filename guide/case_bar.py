@@ -22,6 +22,8 @@ from guide.i18n import current_language, t
 from guide import remembered
 
 WIDE = {"model": 3, "gpu": 3, "dtype": 2}  # column widths in the bar (others: 2)
+FIRST_ROW = frozenset({"model", "gpu", "dtype"})  # what the figures are for, on a row of their own
+MAX_PER_ROW = 4  # at 1280 px, a fifth field cuts labels mid-word and values to two letters
 
 
 def current_query() -> dict[str, list[str]]:
@@ -41,13 +43,14 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
     case, refused, present = read_case(current_query(), defaults)
     with st.container(key="case-bar", border=True):
         st.caption(t("case.title"))
-        columns = st.columns([WIDE.get(name, 2) for name in fields])
+        rows = field_rows(fields)
+        columns = [column for row in rows for column in st.columns([WIDE.get(name, 2) for name in row])]
         upload = _upload()  # drawn under the inputs: the columns above are filled below
         resolved = _resolve(case, defaults, upload)
         fallback = catalog_model(catalog.find(defaults.model).key)
         case, dtype_source = serving_dtype(case, present, resolved[0] if resolved[0].spec is not None else fallback,
                                            case.card)
-        for column, name in zip(columns, fields):
+        for column, name in zip(columns, [name for row in rows for name in row]):
             with column:
                 _input(name, case.value(name), lang)
         for item in refused:
@@ -59,6 +62,19 @@ def case_bar(fields: tuple[str, ...], defaults: Case, lang: str) -> ResolvedCase
     return ResolvedCase(case, model if model.spec is not None else fallback, case.card, refused, error, upload_name,
                         present, headers_model=model if model.spec is None else None, fields=fields,
                         dtype_source=dtype_source)
+
+
+def field_rows(fields: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The bar's rows, in the chapter's order: the model, card and precision first, then the
+    chapter's other fields, at most MAX_PER_ROW a row and the rows as even as they can be
+    (six fields: two rows of three, not four and two)."""
+    first = tuple(name for name in fields if name in FIRST_ROW)
+    rest = [name for name in fields if name not in FIRST_ROW]
+    rows = [first] if first else []
+    if rest:
+        size = -(-len(rest) // -(-len(rest) // MAX_PER_ROW))  # ceil(n / ceil(n / MAX_PER_ROW))
+        rows += [tuple(rest[at:at + size]) for at in range(0, len(rest), size)]
+    return rows
 
 
 def carried_query(lang: str) -> dict[str, str]:

@@ -66,6 +66,47 @@ def test_the_case_reads_whole(server, browser, lang, width):
         context.close()
 
 
+# Each case field's label word drawn on two lines ("Metho / d"), and each field's box narrower
+# than a short value reads in ("LoRA" shown as "Lc").
+CUT_FIELDS = """(bar) => {
+  const broken = [];
+  for (const label of bar.querySelectorAll('[data-testid="stWidgetLabel"] p')) {
+    const walker = document.createTreeWalker(label, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.textContent.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        if (new Set([...range.getClientRects()].map(r => Math.round(r.top))).size > 1) broken.push(word[0]);
+      }
+    }
+  }
+  const narrow = [...bar.querySelectorAll('[data-testid="stSelectbox"], [data-testid="stNumberInput"]')]
+    .filter(e => e.getBoundingClientRect().width < MIN_WIDTH).map(e => e.innerText.split("\\n")[0]);
+  return {broken, narrow};
+}"""
+MIN_FIELD_PX = 150
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_every_case_field_reads_at_1280_px(server, browser, lang):
+    """Eight fields on one row (fine-tuning) cut labels mid-word and values to two letters: the
+    bar puts the model, card and precision on a row and the other fields at most four a row."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    page = context.new_page()
+    try:
+        for chapter in (c for c in chapters.CHAPTERS if c.case):
+            open_url(page, f"{server.url}/{chapter.slug}?lang={lang}")
+            fields = ".st-key-case-bar [data-testid='stSelectbox'], .st-key-case-bar [data-testid='stNumberInput']"
+            page.wait_for_function("([sel, n]) => document.querySelectorAll(sel).length >= n",
+                                   arg=[fields, len(chapter.case)], timeout=30_000)  # drawn, not placeholders
+            bar = page.locator(".st-key-case-bar").element_handle()
+            cut = page.evaluate(CUT_FIELDS.replace("MIN_WIDTH", str(MIN_FIELD_PX)), bar)
+            assert cut == {"broken": [], "narrow": []}, (chapter.slug or "home", cut)
+    finally:
+        context.close()
+
+
 def _stored(page) -> dict:
     return json.loads(page.evaluate("localStorage.getItem('guide.case') || '{}'"))
 
