@@ -23,7 +23,8 @@ it (Streamlit's own server, in its ASGI mode); each reader's page then runs Home
 - Streamlit's page (its index.html, at the root and at every chapter's path) gets one small
   script first (assets/backend_url.html) that tells Streamlit's front end where the server is:
   on its own it asks `/<chapter>/_stcore/health` first, gets a 404, pauses and asks the root,
-  about 130 ms of every chapter's first load.
+  about 130 ms of every chapter's first load. A chapter's page also gets its title, in the
+  reader's language, painted with the HTML where Streamlit will draw it (guide/page_shell.py).
 - Every answer carries the security headers of SECURITY_HEADERS (README, "Running it for a
   team", gives the same to a reverse proxy): a Content-Security-Policy that lets the guide's
   own scripts run and nothing from elsewhere, no framing but by the guide itself (or the
@@ -40,6 +41,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote
+
+from guide.page_shell import Shell, page_shell, with_shell
 
 # Streamlit's own routes (first path segment): never redirected.
 STREAMLIT_PREFIXES = frozenset({"_stcore", "static", "media", "component", "app", "auth", "oauth2callback"})
@@ -187,9 +190,10 @@ def _backend_url_script() -> str:
     return (ROOT / "assets" / "backend_url.html").read_text(encoding="utf-8")
 
 
-def with_backend_url(page: bytes, depth: int, gzipped: bool = False) -> bytes:
+def with_backend_url(page: bytes, depth: int, gzipped: bool = False, shell: Shell | None = None) -> bytes:
     """Streamlit's page with assets/backend_url.html first in its head (depth: how many path
-    segments the page sits below the server's root), gzipped again if it came so."""
+    segments the page sits below the server's root) and the chapter's title painted with it
+    (guide/page_shell.py) when a chapter lives there, gzipped again if it came so."""
     import gzip
     import zlib
 
@@ -210,7 +214,13 @@ def with_backend_url(page: bytes, depth: int, gzipped: bool = False) -> bytes:
     script = f'<meta name="guide-page-depth" content="{depth}">{_backend_url_script()}'.encode()
     at += len(marker)
     plain = plain[:at] + script + plain[at:]
+    if shell is not None:
+        plain = with_shell(plain, shell)
     return gzip.compress(plain, compresslevel=6, mtime=0) if gzipped else plain
+
+
+def _header(scope, name: bytes) -> str:
+    return next((value.decode("latin-1") for key, value in scope.get("headers", []) if key.lower() == name), "")
 
 
 def accepts_gzip(scope) -> bool:
@@ -261,10 +271,14 @@ class GuideMiddleware:
 
         page = (scope["method"] == "GET" and len(segments) <= 1
                 and not any(s in STREAMLIT_PREFIXES or s.startswith("_stcore") or "." in s for s in segments))
-        await self.app(scope, receive, self._page_sender(with_headers, len(segments)) if page else with_headers)
+        if page:
+            shell = page_shell(segments, scope.get("query_string", b"").decode("latin-1"), _header(scope, b"accept-language"))
+            await self.app(scope, receive, self._page_sender(with_headers, len(segments), shell))
+        else:
+            await self.app(scope, receive, with_headers)
 
     @staticmethod
-    def _page_sender(send, depth: int):
+    def _page_sender(send, depth: int, shell: Shell | None = None):
         """A sender that puts assets/backend_url.html into Streamlit's page (an HTML answer, plain
         or gzipped, of a bounded size) and passes anything else as it comes. The page it changed
         loses Streamlit's validators (etag, last-modified): a browser asking whether its copy is
@@ -285,7 +299,7 @@ class GuideMiddleware:
                     return
                 start, body, more = held.pop("start"), b"".join(held.pop("body")), message.get("more_body", False)
                 if not more:  # the whole page: in with the script, and its new length
-                    body = with_backend_url(body, depth, held.pop("gzipped"))
+                    body = with_backend_url(body, depth, held.pop("gzipped"), shell)
                     start["headers"] = [(name, str(len(body)).encode() if name.lower() == b"content-length" else value)
                                         for name, value in start.get("headers", [])
                                         if name.lower() not in (b"etag", b"last-modified")]
