@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 
 from calculator.core.messages import DEFAULT_LANGUAGE, LANGUAGES
 
-MAX_QUERY_BYTES = 8192  # a query string read for its lang; longer ones are not parsed (no language found)
+MAX_QUERY_BYTES = 8192  # only the first 8 KiB of a query string is read for its lang (a reader's link is far shorter)
 
 
 @dataclass(frozen=True)
