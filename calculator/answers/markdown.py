@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 from calculator.core.messages import text
 from calculator.core.units import format_bytes, format_count, format_number
+from calculator.answers.verdicts import float16_assumed
 
 ANSWERING = ("estimate", "inference", "train", "serve", "quantize", "llama-cpp", "offload", "tensor-parallel", "pipeline",
              "data-parallel", "speed", "zero-offload", "multi-gpu")
@@ -151,8 +152,7 @@ def inference(data: dict, argv: tuple[str, ...]) -> Answer:
     advice = []
     if data.get("verdict") is not None:
         assumptions.insert(1, _card_assumption(data))
-        if any(a["id"] == "compute_dtype" and a["value"]["reason"] == "no_bf16_tensor_cores"
-               for a in data["assumptions"]):  # the card's precision, none asked (verdicts.card_dtype)
+        if float16_assumed(data["assumptions"]):  # the card's precision, none asked (verdicts.card_dtype)
             assumptions.append(("dp_float16", {"gpu": _card_name(data["gpu"])}))
         advice.append(("do_largest", {"largest_batch": data["largest_batch"], "largest_context": data["largest_context"]}))
     advice.append(("do_context_chapter", {}))

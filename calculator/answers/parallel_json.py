@@ -6,6 +6,7 @@ command and for the widget alike, so the page's answer and the CLI's are the sam
 from __future__ import annotations
 
 from calculator.answers.markdown import Answer, _card_assumption, _card_name, _case
+from calculator.answers.verdicts import card_chose_float16, float16_assumed
 
 
 # ---------------------------------------------------------------- the commands' JSON
@@ -107,7 +108,7 @@ def data_parallel(data: dict, argv: tuple[str, ...]) -> Answer:
              "dtype": data["dtype"]}
     assumptions = [("model", {"model": data["model"], "model_class": "auto"}), ("dp_setup" if data["nodes"] > 1 else "dp_setup_one", setup)]
     compute = next(a["value"] for a in data["assumptions"] if a["id"] == "compute_dtype")
-    if compute["reason"] == "no_bf16_tensor_cores":
+    if card_chose_float16(compute):
         assumptions.append(("dp_float16", {"gpu": figures["gpu"]}))
     if data["training"]:
         assumptions.append(("dp_training_steps", {"steps": data["steps"], "compute_ms": data["compute_seconds"] * 1000,
@@ -144,7 +145,7 @@ def speed(data: dict, argv: tuple[str, ...]) -> Answer:
         else ("speed_forward_lengths", {"tokens": data["sequence"]})
     assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data), lengths,
                    ("speed_roofline", {"workload": data["workload"]})]
-    if any(a["id"] == "compute_dtype" and a["value"]["reason"] == "no_bf16_tensor_cores" for a in data["assumptions"]):
+    if float16_assumed(data["assumptions"]):
         assumptions.append(("dp_float16", {"gpu": figures["gpu"]}))  # the card's default, as data-parallel says it
     advice = (("do_speed", {"largest_batch": figures["largest_batch"]}),)
     case = _case(data, dtype=first, batch=row["batch"], prompt=data["prompt"], new_tokens=data["new_tokens"])

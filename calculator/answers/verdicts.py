@@ -75,12 +75,26 @@ def worst(verdicts) -> str:
 
 # Precision and other card- or method-dependent defaults -----------------------------------
 
+NO_BF16_TENSOR_CORES = "no_bf16_tensor_cores"  # compute_dtype's reason when the card turned bfloat16 into float16
+
+
+def card_chose_float16(compute: dict | None) -> bool:
+    """Whether a compute_dtype assumption's value (compute_dtype_for) says the card turned
+    bfloat16 into float16, so the answer says so."""
+    return bool(compute) and compute.get("reason") == NO_BF16_TENSOR_CORES
+
+
+def float16_assumed(assumptions: list[dict]) -> bool:
+    """The same, read from an answer's JSON list of assumptions."""
+    return any(a["id"] == "compute_dtype" and card_chose_float16(a["value"]) for a in assumptions)
+
+
 def compute_dtype_for(card: Gpu, dtype: str = "bfloat16") -> tuple[str, Assumption]:
     """The precision a run computes in on this card: bfloat16 becomes float16 on a card
     without bfloat16 tensor cores (Turing and older: a T4 would run bfloat16 products at the
     float32 rate, and everyone runs float16 there)."""
     if dtype == "bfloat16" and not card.has_bf16_tensor_cores:
-        return "float16", Assumption("compute_dtype", {"dtype": "float16", "reason": "no_bf16_tensor_cores",
+        return "float16", Assumption("compute_dtype", {"dtype": "float16", "reason": NO_BF16_TENSOR_CORES,
                                                       "gpu": card.key})
     return dtype, Assumption("compute_dtype", {"dtype": dtype, "reason": "given"})
 

@@ -11,7 +11,7 @@ import streamlit as st
 from calculator.core.budget import Budget, readings_of
 from calculator.memory.inference import inference_memory
 from calculator.memory.speed import decode_step, generation
-from calculator.answers.verdicts import compute_dtype_for, largest_batch_answer
+from calculator.answers.verdicts import card_chose_float16, compute_dtype_for, largest_batch_answer
 from calculator.memory.workload_speed import workload_speed
 from calculator.memory.workloads import shape
 from guide.charts import capacity_line, show_chart, stacked_memory
@@ -69,7 +69,7 @@ def render(ctx: Context) -> None:
                                "new_tokens": "bs_new"})
     (model, gpu), (dtype, precision) = (inputs.model, inputs.card), speed_dtype(inputs)
     work = work_of(inputs)
-    if precision.value["reason"] == "no_bf16_tensor_cores":
+    if card_chose_float16(precision.value):
         st.caption(ctx.t("data_parallel.float16_note", gpu=gpu.name))
     if work.workload != "generation":
         st.info(ctx.t(f"batch_size.workload_{work.workload}", frames=work.encoder_tokens or 0, tokens=work.prompt))

@@ -6,7 +6,7 @@ import streamlit as st
 
 from calculator.core.limits import high
 from calculator.memory.speed import NETWORKS_GBS
-from calculator.answers.verdicts import data_parallel_answer
+from calculator.answers.verdicts import card_chose_float16, data_parallel_answer
 from calculator.memory.workloads import shape
 from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_number
@@ -69,7 +69,7 @@ def render(ctx: Context) -> None:
                        compute=format_number(figures["compute_seconds"] * 1000, 1, ctx.lang))
     else:
         detail = ctx.t("data_parallel.inference_detail", batch=figures["batch"])
-    if answer.assumed("compute_dtype")["reason"] == "no_bf16_tensor_cores":
+    if card_chose_float16(answer.assumed("compute_dtype")):
         detail += " " + ctx.t("data_parallel.float16_note", gpu=gpu.name)
     k = per_node * nodes
     m1, m2, m3 = st.columns(3)

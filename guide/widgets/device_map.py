@@ -11,7 +11,7 @@ from calculator.core.errors import CalculatorError
 from calculator.distributed.offload import QUANTIZATIONS, compact_map, default_gpu_budget, forward_cost, snippet
 from calculator.distributed.offload_plan import plan_config
 from calculator.core.precision import FLOAT_DTYPES
-from calculator.answers.verdicts import compute_dtype_for, offload_limits
+from calculator.answers.verdicts import card_chose_float16, compute_dtype_for, offload_limits
 from guide.charts import GIB, Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
@@ -64,7 +64,7 @@ def render(ctx: Context) -> None:
     if dtype != inputs.dtype:
         st.caption(ctx.t("offload.case_precision", precision=inputs.dtype, dtype=dtype))
     dtype, precision = compute_dtype_for(gpu, dtype)  # float16 on a T4, as inference and speed
-    if precision.value["reason"] == "no_bf16_tensor_cores":
+    if card_chose_float16(precision.value):
         st.caption(ctx.t("data_parallel.float16_note", gpu=gpu.name))
     c1, c2, c3, c4, c5 = st.columns([3, 2, 3, 3, 3])
     quantization = url_choice(ctx, ctx.t("offload.quantization"), "om_quant", QUANTIZATIONS,

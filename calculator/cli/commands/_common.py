@@ -64,7 +64,9 @@ def platform_gpus(args, default, option: str = "gpus"):
 def print_card_precision(card, precision) -> None:
     """Say it when the card chose float16 over bfloat16 (verdicts.card_dtype), as the commands
     that start from the card's precision do."""
-    if precision is not None and precision.value["reason"] == "no_bf16_tensor_cores":
+    from calculator.answers.verdicts import card_chose_float16
+
+    if precision is not None and card_chose_float16(precision.value):
         print(f"Precision: float16, the {card.name} has no bfloat16 tensor cores (--dtype to choose another).")
 
 
