@@ -14,9 +14,13 @@ import guide.typography  # noqa: F401  (registers French typography for every UI
 LANGUAGE_NAMES = {"en": "English", "fr": "Français"}
 
 
+def language_of(locale: str) -> str:
+    """The guide's language for a browser's locale ("fr-CA": fr), English for any other."""
+    return next((lang for lang in LANGUAGES if locale.lower().startswith(lang)), DEFAULT_LANGUAGE)
+
+
 def browser_language() -> str:
-    locale = (st.context.locale or "").lower()
-    return next((lang for lang in LANGUAGES if locale.startswith(lang)), DEFAULT_LANGUAGE)
+    return language_of(st.context.locale or "")
 
 
 def current_language() -> str:

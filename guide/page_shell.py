@@ -19,7 +19,8 @@ import html
 import re
 from urllib.parse import parse_qs
 
-from calculator.core.messages import DEFAULT_LANGUAGE, LANGUAGES
+from calculator.core.messages import LANGUAGES
+from guide.i18n import language_of
 
 MAX_QUERY_BYTES = 8192  # only the first 8 KiB of a query string is read for its lang (a reader's link is far shorter)
 
@@ -33,8 +34,7 @@ class Shell:
 def first_language(accept_language: str) -> str:
     """The language the page's script will find (guide/i18n.py browser_language reads the
     browser's first language, which Chromium and Firefox send first in Accept-Language)."""
-    first = accept_language.split(",", 1)[0].split(";", 1)[0].strip().lower()
-    return next((lang for lang in LANGUAGES if first.startswith(lang)), DEFAULT_LANGUAGE)
+    return language_of(accept_language.split(",", 1)[0].split(";", 1)[0].strip())
 
 
 def page_language(query: str, accept_language: str) -> str:

@@ -142,7 +142,7 @@ def runs_on_text(module: Linear, spec: ArchSpec) -> bool:
 def idle_adapter_parameters(summary: ModelSummary, spec: ArchSpec, setup: TrainingSetup) -> int:
     """LoRA parameters peft puts on a vision-language model's image side (`runs_on_text`): a
     text batch never reaches them, so they hold weights but no gradients and no optimizer
-    states. None without adapters (full fine-tuning)."""
+    states. 0 without adapters (full fine-tuning)."""
     if setup.method == "full":
         return 0
     return sum(adapter_parameters(m, setup.lora_rank) for m in lora_modules(summary, setup.lora_targets)
