@@ -6,13 +6,37 @@
 // yet: each report costs a rerun of the page, so a tab with nothing stored costs none.
 const KEY = "guide.case";
 
+// What a case may be (guide/remembered.py checks it again): anyone can write into localStorage,
+// so anything else (too long, nested, not two short strings) is removed and reported as dropped.
+const MAX_CHARS = 2048;
+const NAMES = ["model", "gpu"];
+
+function dropped() {
+  window.localStorage.removeItem(KEY);
+  return JSON.stringify({ dropped: true });
+}
+
 function read() {
   try {
     const raw = window.localStorage.getItem(KEY);
-    const value = raw ? JSON.parse(raw) : null;
-    return value && typeof value === "object" && !Array.isArray(value) ? JSON.stringify(value) : "";
-  } catch (error) {  // storage switched off, or a value that is not ours: nothing remembered
-    return "";
+    if (!raw) {
+      return "";
+    }
+    if (raw.length > MAX_CHARS) {
+      return dropped();
+    }
+    const value = JSON.parse(raw);
+    if (!value || typeof value !== "object" || Array.isArray(value)
+        || NAMES.some((name) => name in value && typeof value[name] !== "string")) {
+      return dropped();
+    }
+    return JSON.stringify(value);
+  } catch (error) {  // storage switched off, or not JSON at all
+    try {
+      return window.localStorage.getItem(KEY) ? dropped() : "";
+    } catch (inner) {
+      return "";
+    }
   }
 }
 

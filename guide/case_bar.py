@@ -178,7 +178,9 @@ def _summary(case: Case, model: Model, fields: tuple[str, ...], lang: str, came_
         st.markdown(text)
     if came_back:
         st.caption(t("case.came_back"))
-    if st.session_state.get(remembered.STATE, {}).get("forget"):
+    if remembered.dropped():
+        st.caption(t("case.dropped"))
+    elif st.session_state.get(remembered.STATE, {}).get("forget"):
         st.caption(t("case.forgotten"))
     elif stored or remembered.pending():
         st.button(t("case.forget"), key="case_forget", on_click=remembered.forget, type="tertiary",

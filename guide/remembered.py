@@ -18,6 +18,10 @@ from guide.chapters import ROOT
 
 REMEMBERED = ("model", "gpu")  # what the guide keeps: the reader's model and card
 MAX_VALUE_CHARS = 200  # a model id or a card key; anything longer is not ours
+# What the browser may report at all: the two values and their JSON, with room to spare. Anyone
+# can write into localStorage (an extension, a tampered profile): a report longer than this, or
+# nested (a "model" of [[[[...]]]] made json's parser recurse until it failed), is dropped.
+MAX_STORED_CHARS = 2048
 # session: what to save, whether to forget, whether the memory was applied, what the browser
 # holds as far as the server knows, and the browser's last report
 STATE = "remembered_case"
@@ -29,20 +33,32 @@ _COMPONENT = st.components.v2.component(
 
 def _session() -> dict:
     return st.session_state.setdefault(STATE, {"save": None, "forget": False, "applied": False, "known": "",
-                                                "report": ""})
+                                                "report": "", "dropped": False})
 
 
 def stored_case(raw: str | None) -> dict[str, str]:
     """What the browser reported, kept only where it reads as a case: known names, short
     strings (the case then checks each value as it checks a link's)."""
+    return read_stored(raw)[0]
+
+
+def read_stored(raw: object) -> tuple[dict[str, str], bool]:
+    """(the case the report holds, whether the browser held something that is not a case:
+    too long, not JSON, nested, a remembered name holding anything but a short string, or the
+    browser's own word that it dropped such a thing). Never raises, whatever the report."""
+    if not raw:
+        return {}, False
+    if not isinstance(raw, str) or len(raw) > MAX_STORED_CHARS:
+        return {}, True
     try:
-        value = json.loads(raw) if raw else {}
-    except ValueError:
-        return {}
-    if not isinstance(value, dict):
-        return {}
-    return {name: value[name].strip() for name in REMEMBERED
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}, True
+    if not isinstance(value, dict) or value.get("dropped") is True:
+        return {}, True
+    case = {name: value[name].strip() for name in REMEMBERED
             if isinstance(value.get(name), str) and 0 < len(value[name].strip()) <= MAX_VALUE_CHARS}
+    return case, any(name in value and name not in case for name in REMEMBERED)
 
 
 def sync() -> dict[str, str]:
@@ -58,8 +74,11 @@ def sync() -> dict[str, str]:
     # A new report from the browser. An empty one is what a page switch leaves (Streamlit drops
     # the component's state with the page), not news: another tab's "Forget" shows next session.
     if report and report != session["report"]:
-        session.update(report=report, known=report)
-    return stored_case(session["known"])
+        session.update(report=report[: MAX_STORED_CHARS + 1], known=report[: MAX_STORED_CHARS + 1])
+    stored, bad = read_stored(session["known"])
+    if bad:  # not a case: the browser clears it on the next run, and the page says so once
+        session.update(known="", forget=True, dropped=True)
+    return stored
 
 
 def apply(stored: dict[str, str], query_names_present: bool) -> bool:
@@ -80,7 +99,7 @@ def remember(values: dict[str, str]) -> None:
     """The reader chose these values: the browser keeps them from the next run on."""
     session = _session()
     save = {name: values[name] for name in REMEMBERED if values.get(name)}
-    session.update(save=save, forget=False, applied=True, known=json.dumps(save, ensure_ascii=False))
+    session.update(save=save, forget=False, applied=True, known=json.dumps(save, ensure_ascii=False), dropped=False)
 
 
 def pending() -> bool:
@@ -90,4 +109,9 @@ def pending() -> bool:
 
 def forget() -> None:
     session = _session()
-    session.update(save=None, forget=True, applied=True, known="")
+    session.update(save=None, forget=True, applied=True, known="", dropped=False)
+
+
+def dropped() -> bool:
+    """The browser held something that was not a case, and it is being cleared."""
+    return bool(_session().get("dropped"))

@@ -29,9 +29,13 @@ class FakeHub:
         self.repos: dict[str, dict[str, bytes]] = {}
         self.gated: set[str] = set()
         self.requests: list[str] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header, in order
+        self.user_agents: list[str | None] = []
         self.sent_bytes: dict[str, int] = {}  # file path -> body bytes sent (proves Range reads)
         # "repo/file" -> how to misbehave: {"trickle": seconds between bytes}, {"stall": seconds},
-        # {"huge": bytes, "fill": pattern}, {"redirect": url}, {"status": 500} (an error, no X-Error-Code)
+        # {"huge": bytes, "fill": pattern}, {"redirect": url}, {"status": 500} (an error, no X-Error-Code),
+        # {"head_trickle": seconds between the status line's and headers' bytes},
+        # {"chunk_trickle": seconds between chunk extensions of a chunked body that never ends}
         self.hostile: dict[str, dict] = {}
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -79,6 +83,8 @@ class FakeHub:
             def _serve(self, send_body: bool) -> None:
                 path = unquote(urlparse(self.path).path)
                 hub.requests.append(f"{self.command} {path}")
+                hub.authorizations.append(self.headers.get("Authorization"))
+                hub.user_agents.append(self.headers.get("User-Agent"))
                 api = _API.match(path)
                 if api:
                     return self._model_info(api["repo"], send_body)
@@ -111,7 +117,30 @@ class FakeHub:
                     hub.sent_bytes[path] = hub.sent_bytes.get(path, 0) + len(chunk)
                     self.wfile.write(chunk)
 
+            def _trickle(self, data: bytes, seconds: float) -> bool:
+                """Send `data` a byte at a time; False once the hub stops or the reader left."""
+                for byte in data:
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        return False
+                    if hub._stopping.wait(seconds):
+                        return False
+                return True
+
             def _hostile(self, how: dict, path: str, send_body: bool) -> None:
+                if "head_trickle" in how:  # headers that never end, each byte in time for a read timeout
+                    self._trickle(b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"a" * 100_000, how["head_trickle"])
+                    self.close_connection = True
+                    return
+                if "chunk_trickle" in how:  # a chunked body of chunk extensions only: no byte of data
+                    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Repo-Commit: " + COMMIT.encode() + b"\r\n\r\n"
+                    self.wfile.write(head)
+                    self.wfile.flush()
+                    self._trickle(b"1;" + b"x" * 100_000, how["chunk_trickle"])
+                    self.close_connection = True
+                    return
                 if "status" in how:
                     self.send_response(how["status"])
                     self.send_header("Content-Length", "0")

@@ -167,3 +167,23 @@ def test_a_tab_without_storage_still_opens(server, browser):
         assert "RTX 4090" in page.locator(".st-key-case-summary").inner_text()
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("stored", ['{"model": ' + "[" * 20_000 + "]" * 20_000 + "}", '{"gpu": 4090}', "{not json"],
+                         ids=["nested", "number", "not-json"])
+def test_a_tampered_remembered_case_is_dropped_with_a_notice(server, browser, stored):
+    """Anyone can write into localStorage: what is not a case is cleared, the page says so in
+    the reader's language, and it opens on the chapter's own case."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="fr-FR")
+    page = context.new_page()
+    try:
+        open_url(page, f"{server.url}/oom?lang=fr")
+        page.evaluate("(value) => localStorage.setItem('guide.case', value)", stored)
+        page.reload()
+        wait_for_page(page)
+        wait_until(page, "() => document.body.innerText.includes('il a été effacé')")
+        assert page.evaluate("localStorage.getItem('guide.case')") is None
+        assert not page.locator("[data-testid='stException']").count()
+        assert "RTX 4090" in page.locator(".st-key-case-summary").inner_text()
+    finally:
+        context.close()

@@ -217,3 +217,76 @@ def test_choosing_to_read_headers_never_imports_transformers_here():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                          cwd=hub_module.__file__.rsplit("/calculator/", 1)[0])
     assert out.stdout.split() == ["unknown_type", "False"], out.stderr[-500:]
+
+
+@pytest.mark.parametrize("how", [{"head_trickle": 0.2}, {"chunk_trickle": 0.2}])
+def test_trickled_headers_or_chunk_framing_are_refused_within_the_deadline(hub, short_deadline, how):
+    """httpx's timeouts bound each read, and each of these reads is answered in time: only a
+    deadline over every socket operation ends them."""
+    hub.add("org/m", {})
+    hub.hostile["org/m/config.json"] = how
+    error, seconds = refused(lambda: fetch_config("org/m"))
+    assert error.code == "hub_too_slow" and seconds <= short_deadline + 0.5
+
+
+@pytest.mark.parametrize("how", [{"head_trickle": 0.2}, {"chunk_trickle": 0.2}])
+def test_trickled_safetensors_headers_are_the_hubs_slowness_not_the_configs(hub, short_deadline, how):
+    hub.add("org/m", {})
+    hub.hostile["org/m/model.safetensors"] = how
+    error, seconds = refused(lambda: read_headers_here("org/m"))
+    assert error.code == "hub_too_slow" and seconds <= short_deadline + 0.5
+
+
+def test_the_cli_answers_a_hub_trickling_its_headers_within_the_promised_time(hub):
+    from tests.test_cli import cli
+
+    hub.add("org/m", {})
+    hub.hostile["org/m/config.json"] = {"head_trickle": 0.5}
+    start = time.monotonic()
+    out = cli("estimate", "org/m", env={"HF_ENDPOINT": hub.url})
+    assert out.returncode == 2 and f"{hub_module.limit_seconds()} s" in out.stderr
+    assert time.monotonic() - start < hub_module.limit_seconds() + 3  # the interpreter's start included
+
+
+def test_the_token_goes_to_the_endpoints_origin_only(hub, monkeypatch):
+    """A redirect to another port of the same host is another origin: it gets no token."""
+    other = FakeHub()
+    other.start()
+    try:
+        other.add("org/m", {"config.json": load_test_config("tiny-llama")})
+        hub.add("org/m", {})
+        hub.hostile["org/m/config.json"] = {"redirect": other.url + CONFIG}
+        monkeypatch.setenv("HF_TOKEN", "hf_secret")
+        assert fetch_config("org/m")["model_type"] == "llama"
+    finally:
+        other.stop()
+    assert hub.authorizations == ["Bearer hf_secret"] and other.authorizations == [None]
+
+
+def test_a_hub_read_sends_no_telemetry_and_writes_nothing_in_hf_home(hub):
+    hub.add("org/m", {"config.json": load_test_config("tiny-llama")})
+    fetch_config("org/m")
+    assert hub.requests == [f"GET {CONFIG}"]  # no /api/agent-harnesses
+    assert cache_files() == []
+    assert all(agent == hub_module.hub_http.USER_AGENT for agent in hub.user_agents)
+
+
+@pytest.mark.parametrize("url,same", [
+    ("http://127.0.0.1:8000/x", True), ("http://127.0.0.1:8001/x", False), ("https://127.0.0.1:8000/x", False),
+    ("https://huggingface.co/a", True), ("https://huggingface.co:443/b", True), ("https://cdn.hf.co/c", False),
+    ("http://127.0.0.1:notaport/x", False),
+])
+def test_origins_compare_scheme_host_and_port(url, same):
+    reference = "https://huggingface.co/org" if "huggingface" in url or "hf.co" in url else "http://127.0.0.1:8000/y"
+    assert (hub_module.origin(url) == hub_module.origin(reference)) is same
+
+
+def test_the_page_path_answers_trickled_headers_in_the_worker_within_the_deadline(hub, short_deadline):
+    """The page resolves a Hub id with its headers read in a build worker: the worker's reads
+    hold the same deadline, and the reader hears that the Hub was too slow, not that the
+    config was too large to build."""
+    hub.add("org/m", {})  # no config.json: the page reads the checkpoint's headers instead
+    hub.hostile["org/m/model.safetensors"] = {"head_trickle": 0.2}
+    error, seconds = refused(lambda: seam.resolve("org/m", hub_id=True, read_headers=True))
+    assert error.code == "hub_too_slow", error.code
+    assert seconds <= short_deadline + 1.5  # the worker keeps the question's deadline, its start included

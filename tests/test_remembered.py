@@ -72,3 +72,14 @@ def test_a_choice_is_saved_and_forget_clears_it():
     assert chosen["save"] == {"model": "qwen2.5-7b"} and not chosen["forget"]  # only the model and GPU, when set
     assert json.loads(chosen["known"]) == {"model": "qwen2.5-7b"}  # the browser will not need to say it back
     assert forgotten["save"] is None and forgotten["forget"] and forgotten["known"] == ""
+
+
+def test_a_tampered_report_is_dropped_never_raised():
+    from guide.remembered import MAX_STORED_CHARS, read_stored
+
+    nested = '{"model": ' + "[" * 100_000 + "]" * 100_000 + "}"  # json's parser recursed until it failed
+    for raw in (nested, '{"model": [[["x"]]]}', '{"gpu": {"a": 1}}', "x" * (MAX_STORED_CHARS + 1), "{" * 5000,
+                '{"dropped": true}', 12, b"{}"):
+        assert read_stored(raw) == ({}, True), str(raw)[:40]
+    assert read_stored('{"model": "qwen2.5-7b", "batch": [[1]]}') == ({"model": "qwen2.5-7b"}, False)  # not ours: ignored
+    assert read_stored("") == ({}, False) and read_stored(None) == ({}, False)

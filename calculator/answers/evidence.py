@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, field
 from calculator.answers import evidence_logs as logs
 from calculator.answers import evidence_tables as tables
 from calculator.core.errors import CalculatorError
+from calculator.core.limits import MAX_EVIDENCE_BYTES
 
-MAX_BYTES = 512 * 1024  # a start-up log with its progress bars is a few hundred KiB at most
+MAX_BYTES = MAX_EVIDENCE_BYTES
 KINDS = ("oom-message", "nvidia-smi", "vllm-log", "sglang-log", "accelerate-estimate", "memory-summary")
 
 # The figure each kind cannot do without: without it the paste is truncated or not that kind.

@@ -44,7 +44,7 @@ _CSV_HEADER = re.compile(r"memory\.(?:total|used|free)")
 
 
 def looks_like_nvidia_smi(text: str) -> bool:
-    return "NVIDIA-SMI" in text or bool(_SMI_MEMORY.search(text[:20_000])) or _csv_header(text) is not None
+    return "NVIDIA-SMI" in text or bool(_SMI_MEMORY.search(text)) or _csv_header(text) is not None
 
 
 def _csv_header(text: str) -> str | None:
@@ -136,7 +136,7 @@ def looks_like_accelerate(text: str) -> bool:
 def read_accelerate(text: str) -> dict:
     """{model, rows: [{dtype, largest_layer_bytes, total_bytes, training_adam_bytes}]}."""
     out: dict = {"rows": []}
-    title = _ACCELERATE_TITLE.search(text[:50_000])
+    title = _ACCELERATE_TITLE.search(text)
     if title:
         out["model"] = title.group(1)
     for line in _lines(text):
@@ -168,10 +168,10 @@ def read_memory_summary(text: str) -> dict:
     """{device, cuda_ooms, malloc_retries, <row>_current_bytes, <row>_peak_bytes} for the rows
     allocated, active, requested, reserved and non_releasable (the "all" line of each)."""
     out: dict = {}
-    title = _SUMMARY_TITLE.search(text[:100_000])
+    title = _SUMMARY_TITLE.search(text)
     if title:
         out["device"] = int(title.group(1))
-    counts = _SUMMARY_COUNTS.search(text[:100_000])
+    counts = _SUMMARY_COUNTS.search(text)
     if counts:
         out.update(cuda_ooms=int(counts.group(1)), malloc_retries=int(counts.group(2)))
     for line in _lines(text):

@@ -1,23 +1,31 @@
 """The calculator's commands as Model Context Protocol tools, without the protocol: each tool's
 input schema (read from the command's own argparse options, names underscored), and a call that
-builds the command line from the arguments and runs the command's `--json` path in-process, so
-a tool answers exactly what `python -m calculator <command> ... --json` prints, plus the guide
-section that explains it (`guide_link`, every case value written out).
+runs the command's `--json` path in-process, so a tool answers exactly what
+`python -m calculator <command> ... --json` prints, plus the guide section that explains it
+(`guide_link`, every case value written out).
+
+The arguments are values, never a command line: each one is checked against its own option
+(its type, its choices, a model a catalog name or a Hub id) and set on the command's namespace
+directly, so a value such as "--trust-remote-code" or "--help" is refused as a value and can
+never become an option; argparse never parses what a client sends.
 
 Bounded like the web page: a model is a catalog name or a Hub id (never a local path: the
 same bounded resolution as the CLI, calculator/models/seam.py, with allow_local False), remote code
-never runs, the read tool takes the text itself (never a file), and argument values are
-length-capped before argparse sees them. The `mcp` SDK is imported by calculator/cli/commands/mcp.py
-only, so no other command pays for it.
+never runs (the server forbids it process-wide, seam.forbid_remote_code), the read tool takes
+the text itself (never a file), and argument values are length-capped. The `mcp` SDK is imported
+by calculator/cli/commands/mcp.py only, so no other command pays for it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
+import sys
+import threading
 from urllib.parse import urlencode
 
 from calculator.core.errors import CalculatorError
@@ -52,10 +60,16 @@ MAX_LIST = 16
 DEFAULT_GUIDE_URL = "http://localhost:8501"
 
 
-def _subparsers() -> dict[str, argparse.ArgumentParser]:
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    """The CLI's parser, built once per process: calls only read it."""
     from calculator.cli.main import build_parser
 
-    parser = build_parser()
+    return build_parser()
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = _parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return dict(action.choices)
 
@@ -111,52 +125,101 @@ def tool_list() -> list[dict]:
     return tools
 
 
-def _argv(command: str, parser: argparse.ArgumentParser, arguments: dict) -> list[str]:
-    """The command line the arguments stand for; an unknown name or an odd value is refused."""
+def _value(key: str, action: argparse.Action, value: object) -> object:
+    """One value of an option, as the command would have stored it, or a refusal. A string is
+    never an option (no leading '-') and never a control character; a number is a number."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise CalculatorError("mcp_bad_value", name=key)
+    if isinstance(value, str):
+        if len(value) > MAX_VALUE or not value.isprintable():
+            raise CalculatorError("mcp_bad_value", name=key)
+        if value.lstrip().startswith("-"):
+            raise CalculatorError("mcp_option_as_value", name=key)
+    if action.type in (int, float):
+        if isinstance(value, float) and action.type is int and not value.is_integer():
+            raise CalculatorError("mcp_bad_value", name=key)
+        try:
+            value = action.type(value)
+        except (TypeError, ValueError, OverflowError):
+            raise CalculatorError("mcp_bad_value", name=key) from None
+    elif action.type is not None:
+        try:
+            value = action.type(str(value))  # the option's own parser
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            raise CalculatorError("mcp_bad_value", name=key) from None
+    elif not isinstance(value, str):
+        value = str(value)
+    if action.choices is not None and value not in action.choices:
+        raise CalculatorError("mcp_bad_choice", name=key, choices=", ".join(str(c) for c in action.choices))
+    if action.dest == "model":  # a catalog name or a Hub id: never a path, never an option
+        from calculator.models.seam import check_model_name
+
+        check_model_name(value)
+    return value
+
+
+def _namespace(command: str, parser: argparse.ArgumentParser, arguments: dict) -> argparse.Namespace:
+    """The namespace the command runs with: its parser's defaults, then each argument checked
+    and set as a value (an unknown name or an odd value is refused)."""
     options = _options(parser)
-    argv, positionals = [command], []
+    args = argparse.Namespace()
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps its options there only
+        if action.dest in (argparse.SUPPRESS, "help") or action.default is argparse.SUPPRESS:
+            continue
+        default = action.default
+        if isinstance(default, str) and action.type is not None:  # argparse parses string defaults too
+            default = action.type(default)
+        setattr(args, action.dest, list(default) if isinstance(default, list) else default)
+    for name, default in parser._defaults.items():  # noqa: SLF001 - set_defaults (run, ...)
+        setattr(args, name, default)
+    # what the server fixes: JSON out, in English, no local file, no repository code (HIDDEN)
+    vars(args).update(command=command, json=True, markdown=False, lang="en", lang_before_command=None,
+                      trust_remote_code=False, allow_local=False)
     for key, value in arguments.items():
         if command == "read" and key == "text":
             continue
         action = options.get(key)
         if action is None:
             raise CalculatorError("mcp_unknown_argument", name=str(key)[:40], choices=", ".join(options))
-        values = value if isinstance(value, list) else [value]
-        if len(values) > MAX_LIST or any(not isinstance(v, (str, int, float, bool)) or len(str(v)) > MAX_VALUE
-                                         for v in values):
-            raise CalculatorError("mcp_bad_value", name=key)
-        if isinstance(action, argparse._StoreTrueAction):
-            if value is True:
-                argv.append(action.option_strings[0])
-            elif value is not False:
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):  # noqa: SLF001
+            if not isinstance(value, bool):
                 raise CalculatorError("mcp_bad_value", name=key)
+            setattr(args, action.dest, value if isinstance(action, argparse._StoreTrueAction) else not value)  # noqa: SLF001
             continue
-        texts = [str(v) for v in values]
-        if not action.option_strings:
-            positionals += texts
+        if action.nargs in ("+", "*"):
+            values = value if isinstance(value, list) else [value]
+            if not values or len(values) > MAX_LIST:
+                raise CalculatorError("mcp_bad_value", name=key)
+            setattr(args, action.dest, [_value(key, action, item) for item in values])
         else:
-            argv += [action.option_strings[0], *texts]
-    return argv + ["--json"] + (["--"] + positionals if positionals else [])
+            setattr(args, action.dest, _value(key, action, value))
+    missing = [key for key, action in options.items()
+               if (action.required or (not action.option_strings and action.nargs is None))
+               and getattr(args, action.dest, None) is None]
+    if missing:
+        raise CalculatorError("mcp_missing_argument", name=missing[0])
+    return args
 
 
 def call(name: str, arguments: dict | None) -> dict:
     """The tool's answer: the command's JSON, with `guide_link`. Refusals raise CalculatorError."""
-    from calculator.cli.main import build_parser
+    from calculator.cli.main import _refuse_empty_values
 
     if name not in TOOLS:
         raise CalculatorError("mcp_unknown_tool", name=str(name)[:40], choices=", ".join(TOOLS))
+    if arguments is not None and not isinstance(arguments, dict):
+        raise CalculatorError("mcp_bad_value", name="arguments")
     arguments = dict(arguments or {})
     command, slug, anchor, _ = TOOLS[name]
-    argv = _argv(command, _subparsers()[command], arguments)
-    args = build_parser().parse_args(argv)
-    args.allow_local = False
+    args = _namespace(command, _subparsers()[command], arguments)
+    _refuse_empty_values(args, _parser())
     if command == "read":
         text = arguments.get("text")
         if not isinstance(text, str):
             raise CalculatorError("evidence_not_text")
         args.text = text
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with captured_stdout(printed):
         args.run(args)
     result = json.loads(printed.getvalue())
     if command == "read":
@@ -165,6 +228,52 @@ def call(name: str, arguments: dict | None) -> dict:
     if "dtype" not in case and isinstance(result.get("dtype"), str):  # chosen by the command (serve: as shipped)
         case["dtype"] = result["dtype"]
     return {**result, "guide_link": guide_link(slug, anchor, {**case, **arguments})}
+
+
+class _ThreadStdout(io.TextIOBase):
+    """sys.stdout for a server whose tool calls run in threads: each thread that captures
+    writes into its own buffer, every other write goes where stdout went before.
+    contextlib.redirect_stdout swaps the one sys.stdout of the process, so two calls at once
+    would write into each other's answers (and over stdio, into the protocol's stream)."""
+
+    def __init__(self, fallback) -> None:
+        self.fallback = fallback
+        self.local = threading.local()
+
+    def _target(self):
+        buffer = getattr(self.local, "buffer", None)
+        return self.fallback if buffer is None else buffer
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def buffer(self):  # a write of bytes goes where text would
+        return getattr(self._target(), "buffer", None)
+
+
+_STDOUT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def captured_stdout(buffer: io.StringIO):
+    """What this thread prints goes into `buffer` (other threads' prints are left alone)."""
+    with _STDOUT_LOCK:
+        if not isinstance(sys.stdout, _ThreadStdout):
+            sys.stdout = _ThreadStdout(sys.stdout)
+        proxy = sys.stdout
+    previous = getattr(proxy.local, "buffer", None)
+    proxy.local.buffer = buffer
+    try:
+        yield buffer
+    finally:
+        proxy.local.buffer = previous
 
 
 def guide_link(slug: str, anchor: str, arguments: dict, lang: str = "en") -> str:

@@ -22,6 +22,9 @@ class Limit:
 
 
 TOKENS = 10**8  # far beyond any context window
+# What a reader may paste as evidence (a start-up log with its progress bars is a few hundred
+# KiB at most); every reader of it reads all of it, an out-of-memory message included.
+MAX_EVIDENCE_BYTES = 512 * 1024
 LIMITS: dict[str, Limit] = {
     "batch": Limit(1, 10**6, "sequences"),
     "micro_batch": Limit(1, 10**6, "sequences"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import errno
+import re
 import signal
 import unicodedata
 
@@ -72,8 +73,17 @@ _JSON = (
 )
 
 
+# Python's cap on the digits of one integer (sys.get_int_max_str_digits), which json meets first.
+_DIGITS = re.compile(r"Exceeds the limit \((\d{1,9}) digits\) for integer string conversion: value has (\d{1,12}) digits")
+
+
 def json_reason(exc: ValueError) -> Reason:
     message = getattr(exc, "msg", str(exc))
+    digits = _DIGITS.match(message)
+    if digits:
+        from calculator.core.errors import Grouped
+
+        return reason("json_number_too_long", limit=Grouped(int(digits[1])), digits=Grouped(int(digits[2])))
     for start, key in _JSON:
         if message.startswith(start):
             return reason(key)

@@ -34,7 +34,9 @@ _UNITS = sorted({
 _UNIT = "(?:" + "|".join(re.escape(unit) for unit in _UNITS) + ")(?![\\w/])"
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+# Every pattern here runs on text that may quote a reader's values: each is linear in its input
+# (no two unbounded repeats over the same characters, a run of spaces matched from its start only).
+_TABLE_RULE = re.compile(r"^\s*(?:\|\s*)?:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*(?:\|\s*)?$")
 # What is never touched inside a line: code spans, link targets, autolinks and bare URLs.
 _PROTECTED = re.compile(
     r"(?P<code>(`+).+?(?<!`)\2(?!`))"
@@ -49,8 +51,8 @@ _NUMBER_UNIT = re.compile(r"(\d)" + _SPACE + "(" + _UNIT + ")")
 _PERCENT = re.compile(r"(\d)" + _SPACE + r"?%")
 # Punctuation is punctuation when it ends a word: "?lang=fr" and "a:b" are not touched.
 _ENDS = r"(?=\s|$|[*_)\]»”’]|[.,](?!\w))"
-_SPACE_BEFORE = re.compile(r"[ \u00a0\u202f]+([;:!?])" + _ENDS)
-_SPACE_BEFORE_GUILLEMET = re.compile(r"[ \u00a0]+»")
+_SPACE_BEFORE = re.compile(r"(?<![ \u00a0\u202f])[ \u00a0\u202f]+([;:!?])" + _ENDS)
+_SPACE_BEFORE_GUILLEMET = re.compile(r"(?<![ \u00a0])[ \u00a0]+»")
 _MISSING_BEFORE = re.compile(r"(?<=[\w)\]*_”’…])([;:!?])" + _ENDS)
 _MISSING_BEFORE_GUILLEMET = re.compile(r"(?<=\S)(?<!\u202f)»")
 _AFTER_GUILLEMET = re.compile(r"«[ \u00a0\u202f]*")

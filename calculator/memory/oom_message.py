@@ -37,7 +37,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import re
 
-MAX_CHARS = 20_000  # a traceback's tail holds the message; no one pastes more by need
+from calculator.core.limits import MAX_EVIDENCE_BYTES
+
+# As much as the evidence reader takes: a message followed by a long traceback (or a log) is read
+# whole. Every pattern below is bounded, so reading all of it stays linear.
+MAX_CHARS = MAX_EVIDENCE_BYTES
 GIB = 2**30
 
 _SIZE = r"(\d{1,7}(?:[.,]\d{1,4})?)\s{0,3}(bytes|byte|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB|kB)"

@@ -102,7 +102,7 @@ def _answer(request: dict):
             from calculator.models.hub import Deadline
 
             value = read_headers_here(request["repo"], request.get("endpoint", ""), request.get("token"),
-                                      Deadline(request["seconds"]) if request.get("seconds") else None)
+                                      Deadline.until(request["until"]) if request.get("until") else None)
         elif op == "plan_device_map":  # the offloading chapter: model and placement built here
             from calculator.distributed.offload_plan import plan_here
 

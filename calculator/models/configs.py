@@ -100,7 +100,7 @@ SIZE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("positions", re.compile(r"position|(^|_)(seq_len|seq_length|max_len|max_length|ctx|context_length|"
                              r"context_size|window|window_size|window_len|sliding_window|chunk_size|chunk_length|"
                              r"cache_size|mem_len|n_window|max_seq|sequence_length|seq|horizon_length|"
-                             r"prediction_length|context|text_len|max_tokens|num_frames|frames|chunksize)$|max_.*(len|length|tokens|embeddings)$")),
+                             r"prediction_length|context|text_len|max_tokens|num_frames|frames|chunksize)$|max_.{0,80}(len|length|tokens|embeddings)$")),
     ("image", re.compile(r"(^|_)(image_size|img_size|patch_size|patch_sizes|crop_size|resolution|pretrain_image_size)$")),
     ("width", re.compile(r"(^|_)(size|sizes|dim|dims|channels?|width|features|units|rank|d_model|d_ff|d_kv|"
                          r"d_inner|dff|n_embd|n_inner|d_head|d_latents|d_rel|inner|hidden|emb|embd|embed|"
@@ -108,6 +108,10 @@ SIZE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
                          r"centroids|clusters|landmarks|registers|tokens|feedforward|d_state|d_ssm|dimension)$|_dim_|_size_|"
                          r"^dim_|^num_")),
 )
+# The longest size key of transformers' config classes has 43 characters (tests/test_config_keys.py
+# scans them); a key past this is nobody's size and is not matched at all. Each pattern above is
+# linear in its key anyway (no unbounded repeat that can restart at every character).
+MAX_SIZE_KEY_CHARS = 100
 # A recognised key may be -1 ("none", "from the end"); auxiliary vocabularies (hashed n-gram
 # tables) may be larger than the main one.
 _LIMIT_OF_GROUP = {group: (-1, high) for group, (_, _low, high) in LIMITS.items()} | {"vocab": (-1, 2**25)}
@@ -119,9 +123,12 @@ RUNTIME_KEY_PATTERN = re.compile(r"implementation|^use_kernels$|^kernel_config$"
 
 def size_group(key: str) -> str | None:
     """The size group of a config key ("layers", "width", ...), or None when it is not a size
-    (a token id, a rate, a seed, a flag, or a key no pattern knows)."""
+    (a token id, a rate, a seed, a flag, a key no pattern knows, or a key longer than any
+    transformers reads: one of 64,000 characters is a probe, and matching it cost seconds)."""
     if key in _LIMIT_OF_KEY:
         return next(group for group, (keys, _, _) in LIMITS.items() if key in keys)
+    if len(key) > MAX_SIZE_KEY_CHARS:
+        return None
     name = key.lower()
     if NOT_SIZE_PATTERN.search(name):
         return None
@@ -167,8 +174,10 @@ def parse_config_text(raw: bytes | str, name: str = "config.json") -> dict:
     except RecursionError:
         raise CalculatorError("config_too_nested", name=name, limit=MAX_NESTING) from None
     except ValueError as exc:
+        if getattr(exc, "lineno", None) is None:  # a value json refuses whole (a 5,000-digit number): no position
+            raise CalculatorError("config_json_unreadable", name=name, detail=json_reason(exc)) from None
         raise CalculatorError("config_not_json", name=name, detail=json_reason(exc),
-                              line=getattr(exc, "lineno", "?"), column=getattr(exc, "colno", "?")) from None
+                              line=exc.lineno, column=getattr(exc, "colno", "?")) from None
     if not isinstance(data, dict):
         raise CalculatorError("config_not_object", name=name, kind=json_kind(data))
     return data

@@ -2,10 +2,12 @@
 
 Whatever a Hub (or something answering as one) sends is read as a stream and bounded while it
 comes: never more than the file's cap in memory (nothing is written to disk), one overall
-deadline per request, redirects followed only to the Hub's own hosts. The HTTP client is
-huggingface_hub's own (its session, its headers, HF_TOKEN), not its download function: that
-one writes the whole file into the Hub cache before anyone can look at its size, and retries
-a stalled answer for a minute. HF_ENDPOINT is read at call time, so tests can point it at a
+deadline per question that bounds every socket operation, headers and chunk framing included
+(hub_http.py), redirects followed only to the Hub's own hosts, and HF_TOKEN sent only to the
+endpoint's exact origin (scheme, host and port). The client is our own (hub_http.py), not
+huggingface_hub's download function, which writes the whole file into the Hub cache before
+anyone can look at its size and retries a stalled answer for a minute, nor its session, whose
+telemetry writes into HF_HOME. HF_ENDPOINT is read at call time, so tests can point it at a
 local server playing the Hub; HF_HUB_OFFLINE=1 makes no request at all.
 """
 
@@ -17,6 +19,7 @@ import re
 import time
 from urllib.parse import urljoin, urlsplit
 
+from calculator.models import hub_http
 from calculator.models.configs import MAX_CONFIG_BYTES, parse_config_text
 from calculator.core.errors import CalculatorError
 from calculator.core.reasons import connection_reason, http_reason, reason
@@ -25,9 +28,10 @@ from calculator.core.reasons import connection_reason, http_reason, reason
 _PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 HUB_ID = re.compile(rf"^(?:{_PART}/)?{_PART}$")
 OFFICIAL_ENDPOINT = "https://huggingface.co"
-# One question to the Hub (a config; a checkpoint's index and headers) gets DEADLINE_SECONDS;
-# a read already waiting when it runs out waits at most STALL_SECONDS more (the client cannot
-# shorten a read in flight), so a reader hears back within limit_seconds(), the figure messages say.
+# One question to the Hub (a config; a checkpoint's index and headers) gets DEADLINE_SECONDS,
+# every socket operation included (hub_http.py), and one operation waits at most STALL_SECONDS;
+# limit_seconds(), the figure messages say, keeps STALL_SECONDS as the margin of the work done
+# between reads (parsing, the build worker's start).
 DEADLINE_SECONDS = 12.0
 STALL_SECONDS = 4.0
 MAX_REDIRECTS = 5
@@ -68,6 +72,15 @@ class Deadline:
     def __init__(self, seconds: float | None = None) -> None:
         self.end = time.monotonic() + (DEADLINE_SECONDS if seconds is None else seconds)
 
+    @classmethod
+    def until(cls, end: float) -> Deadline:
+        """The deadline that ends at `end` (time.monotonic(), which every process of one machine
+        reads from the same clock): a build worker keeps its caller's deadline, its own start
+        included, instead of starting a new one."""
+        deadline = cls(0)
+        deadline.end = end
+        return deadline
+
     def left(self) -> float:
         return self.end - time.monotonic()
 
@@ -96,15 +109,15 @@ def read_file(file: HubFile, deadline: Deadline, first: int = 0, last: int | Non
     if offline():
         raise CalculatorError("hub_unreachable", repo=file.repo, detail=reason("offline_mode"))
     import httpx2
-    from huggingface_hub.utils import build_hf_headers, get_session
 
     token = file.token if file.token is not None else (os.environ.get("HF_TOKEN") or None)
-    headers = build_hf_headers(token=token)
+    headers = hub_http.headers(token)
     if last is not None:
         headers["range"] = f"bytes={first}-{last}"
     try:
-        return _follow(get_session(), file, file.url(), headers, deadline, first,
-                       None if last is None else last - first + 1)
+        with hub_http.within(deadline.end):
+            return _follow(hub_http.client(), file, file.url(), headers, deadline, first,
+                           None if last is None else last - first + 1)
     except CalculatorError:
         raise
     except httpx2.TimeoutException:
@@ -127,7 +140,7 @@ def _follow(session, file: HubFile, url: str, headers: dict, deadline: Deadline,
                 url = urljoin(url, response.headers.get("location", ""))
                 if not redirect_allowed(url, allowed):
                     raise CalculatorError("hub_redirect", repo=file.repo, host=_printable(urlsplit(url).hostname or "?"))
-                if urlsplit(url).hostname != urlsplit(file.url()).hostname:
+                if origin(url) != origin(file.url()):  # the token goes to the endpoint's origin only
                     headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
                 continue
             if response.status_code >= 400:
@@ -135,6 +148,18 @@ def _follow(session, file: HubFile, url: str, headers: dict, deadline: Deadline,
             skip = first if response.status_code == 200 else 0  # the whole file: skip to ours
             return _capped_body(response, file, deadline, skip, wanted)
     raise CalculatorError("hub_redirect", repo=file.repo, host=_printable(urlsplit(url).hostname or "?"))
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's origin as browsers compare them: scheme, host and port (the scheme's default
+    port when none is written)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number: no origin anything shares
+        return (parts.scheme, "\0", -1)
+    default = {"https": 443, "http": 80}.get(parts.scheme)
+    return (parts.scheme.lower(), (parts.hostname or "").lower(), port if port is not None else default)
 
 
 def allowed_hosts(url: str) -> tuple[str, ...]:

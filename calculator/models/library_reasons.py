@@ -13,21 +13,30 @@ import re
 from calculator.core.reasons import Reason, library, reason
 
 _EXPECTED = {"bool": "tf_field_bool", "int": "tf_field_int", "float": "tf_field_float", "str": "tf_field_str"}
-_PATTERNS = (  # (pattern searched in the message, the cause)
-    (r"The hidden size \((?P<hidden>\d+)\) is not a multiple of the number of attention heads \((?P<heads>\d+)\)",
-     "tf_heads_divide"),
-    (r"`embed_dim` must be divisible by num_heads \(got `embed_dim`: (?P<hidden>\d+) and `num_heads`: (?P<heads>\d+)\)",
-     "tf_heads_divide"),
-    (r"Validation error for field '(?P<field>[^']{1,60})'.*?expected (?P<expected>\w+), got", "tf_field"),
-    (r"module 'torch' has no attribute '(?P<value>[^']{1,60})'", "tf_unknown_dtype"),
+# (pattern searched in the message, the cause); each bounded, the message may quote a reader's value
+_PATTERNS = (
+    (re.compile(r"The (?:hidden size|embed_dim) \((?P<hidden>\d{1,12})\) is not a multiple of the number of attention heads "
+                r"\((?P<heads>\d{1,12})\)"), "tf_heads_divide"),
+    (re.compile(r"`embed_dim` must be divisible by num_heads \(got `embed_dim`: (?P<hidden>\d{1,12}) and "
+                r"`num_heads`: (?P<heads>\d{1,12})\)"), "tf_heads_divide"),
+    (re.compile(r"Validation error for field '(?P<field>[^']{1,60})'.{0,400}?expected (?P<expected>\w{1,20}), got"),
+     "tf_field"),
+    (re.compile(r"module 'torch' has no attribute '(?P<value>[^']{1,60})'"), "tf_unknown_dtype"),
+    # PreTrainedConfig.validate_layer_type (transformers 5): the per-layer attention kinds
+    (re.compile(r"The `(?P<key>\w{1,40})` entries must be in \((?P<allowed>[^)]{1,600})\)"), "tf_layer_types_unknown"),
+    (re.compile(r"`num_hidden_layers` \((?P<layers>\d{1,12})\) must be equal to the number of `(?P<key>\w{1,40})` "
+                r"\((?P<count>\d{1,12})\)"), "tf_layer_types_count"),
 )
+# huggingface_hub's strict dataclasses wrap a class validator's error: "Class validation error
+# for validator 'validate_x': ValueError: ...". One we have no sentence for is named in ours.
+_VALIDATOR = re.compile(r"Class validation error for validator '(?P<validator>\w{1,60})':\s?(?:\w{1,40}: )?")
 
 
 def transformers_reason(exc: BaseException, config: object = None) -> Reason:
     """Why transformers refused `config` (a dict or a transformers config)."""
     message = " ".join(str(exc).split())
     for pattern, key in _PATTERNS:
-        found = re.search(pattern, message)
+        found = pattern.search(message)
         if not found:
             continue
         params = found.groupdict()
@@ -35,7 +44,13 @@ def transformers_reason(exc: BaseException, config: object = None) -> Reason:
             key = _EXPECTED.get(params.pop("expected"))
             if key is None:
                 break
+        if key == "tf_layer_types_unknown":
+            params["allowed"] = ", ".join(part.strip(" '\"") for part in params["allowed"].split(","))
         return reason(key, **params)
+    validator = _VALIDATOR.search(message)
+    if validator:
+        return reason("tf_validator", validator=validator["validator"],
+                      detail=library("transformers", message[validator.end():]))
     if isinstance(exc, KeyError) and exc.args and isinstance(exc.args[0], str):
         holder = _key_holding(config, exc.args[0])
         if holder:

@@ -223,9 +223,9 @@ def read_headers(repo_id: str, deadline: Deadline | None = None) -> HeaderCount:
     repo_id = check_hub_id(repo_id)
     if offline():  # said at once, without starting a worker (importing torch takes seconds)
         raise CalculatorError("hub_unreachable", repo=repo_id, detail=reason("offline_mode"))
-    seconds = max(0.5, deadline.left()) if deadline is not None else None
+    deadline = deadline or Deadline()
     return builder.build({"op": "read_headers", "repo": repo_id, "endpoint": endpoint(),
-                          "token": os.environ.get("HF_TOKEN") or None, "seconds": seconds})
+                          "token": os.environ.get("HF_TOKEN") or None, "until": deadline.end})
 
 
 def read_headers_here(repo_id: str, endpoint: str = "", token: str | None = None,

@@ -119,6 +119,22 @@ def _is_path(name: str) -> bool:
         return False
 
 
+_remote_code_forbidden = False
+
+
+def check_model_name(name: str) -> str:
+    """A catalog name or a well-formed Hub id, else the Hub id's refusal, before any request
+    (what an MCP client may name: never a path)."""
+    return name if catalog.find(name) is not None else check_hub_id(name)
+
+
+def forbid_remote_code() -> None:
+    """From now on this process never runs a repository's code, whatever a caller asks: the
+    MCP server says so at its start, so no argument a client sends can turn it on."""
+    global _remote_code_forbidden
+    _remote_code_forbidden = True
+
+
 def resolve(name: str, model_class: str = "auto", *, allow_local: bool = False, trust_remote_code: bool = False,
             read_headers: bool = False, hub_id: bool = False, progress: Progress | None = None) -> Model:
     """The one entry point: a catalog name, a local config (allow_local, CLI only) or a Hub id.
@@ -127,6 +143,8 @@ def resolve(name: str, model_class: str = "auto", *, allow_local: bool = False, 
     as a Hub id, so a malformed one is refused as such (a catalog checkpoint still needs no
     request)."""
     check_model_class(model_class)
+    if trust_remote_code and _remote_code_forbidden:
+        raise CalculatorError("remote_code_refused")
     if hub_id and catalog.find(name) is None:
         check_hub_id(name)
     source = source_of(name, allow_local)

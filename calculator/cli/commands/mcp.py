@@ -19,25 +19,50 @@ def register(commands, shared) -> None:
                    help="serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio")
 
 
+# One call's bound. Each slow part below it is bounded already (a Hub question 16 s, a model
+# build 20 s in its worker): this is the ceiling of one call, so a client always hears back.
+TOOL_SECONDS = 60.0
+
+
 def build_server():
+    import anyio
     import mcp_types as types
     from mcp.server import Server
 
-    from calculator.core.errors import CalculatorError
     from calculator.cli.mcp_tools import call, tool_list
+    from calculator.core.errors import CalculatorError
+    from calculator.core.reasons import library
+    from calculator.models.seam import forbid_remote_code
 
+    forbid_remote_code()  # whatever a client sends, this process runs no repository's code
     tools = [types.Tool(name=t["name"], description=t["description"], input_schema=t["input_schema"])
              for t in tool_list()]
+
+    def refusal(error: CalculatorError) -> types.CallToolResult:
+        # the same one-line message as the CLI's, for the model to read
+        return types.CallToolResult(content=[types.TextContent(text=f"error: {error.message('en')}")], is_error=True)
+
+    def answer(name: str, arguments) -> dict | CalculatorError:
+        """The call, in a worker thread; anything it raises becomes a refusal, never the
+        server's end (argparse's SystemExit, a RecursionError, a library's bug)."""
+        try:
+            return call(name, arguments)
+        except CalculatorError as error:
+            return error
+        except (Exception, SystemExit, RecursionError) as exc:  # noqa: BLE001 - the server outlives any call
+            return CalculatorError("mcp_tool_failed", detail=library("python", type(exc).__name__))
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx, params) -> types.CallToolResult:
-        try:
-            result = call(params.name, params.arguments)
-        except CalculatorError as error:  # the same one-line message as the CLI's, for the model to read
-            return types.CallToolResult(content=[types.TextContent(text=f"error: {error.message('en')}")],
-                                        is_error=True)
+        # Off the event loop: a call waiting on a slow Hub or a build holds its own thread only.
+        with anyio.move_on_after(TOOL_SECONDS) as scope:
+            result = await anyio.to_thread.run_sync(answer, params.name, params.arguments, abandon_on_cancel=True)
+        if scope.cancelled_caught:
+            return refusal(CalculatorError("mcp_tool_too_slow", seconds=f"{TOOL_SECONDS:g}"))
+        if isinstance(result, CalculatorError):
+            return refusal(result)
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(result, ensure_ascii=False))],
                                     structured_content=result)
 
