@@ -153,3 +153,44 @@ def test_estimator_and_llama_cpp_answers_match_their_tables():
     on_gpu = next(m.value for m in at.metric if m.label == "Sur le GPU")
     assert plain(on_gpu) in plain(answer.split("\n\n")[0])
     assert "/cpu-offloading?lang=fr&model=llama-3.1-8b&gpu=h100" in answer and answer.rstrip().endswith("```")
+
+
+# vLLM's and SGLang's own names for what the serve answer sets (vllm/engine/arg_utils.py,
+# sglang/srt/server_args.py): a line with any other flag, or a flag without its value, would
+# not start what was priced.
+VLLM_VALUED = {"--dtype", "--tensor-parallel-size", "--data-parallel-size", "--max-model-len",
+               "--gpu-memory-utilization", "--max-num-seqs", "--max-num-batched-tokens", "--kv-cache-dtype",
+               "--cpu-offload-gb", "--quantization"}
+SGLANG_VALUED = {"--model-path", "--dtype", "--tp", "--dp", "--context-length", "--mem-fraction-static",
+                 "--quantization", "--kv-cache-dtype"}
+
+
+def engine_flags(answer: str) -> dict[str, str]:
+    """The engine command of a serve answer, read flag by flag (each with its value)."""
+    line = re.search(r"```bash\n((?:vllm serve|python -m sglang).*?)\n```", answer, re.S).group(1)
+    words = shlex.split(line)[3:]  # after "vllm serve MODEL" or "python -m sglang.launch_server"
+    valued = VLLM_VALUED if line.startswith("vllm") else SGLANG_VALUED
+    flags = dict(zip(words[::2], words[1::2]))
+    assert set(flags) <= valued and len(words) % 2 == 0 and "None" not in flags.values(), line
+    return flags
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_the_serve_answer_starts_the_layout_it_advises_with_every_priced_setting(engine):
+    argv = ("serve", "llama-3.1-70b", "--gpu", "h100", "--context", "4096", "--users", "64", "--engine", engine)
+    data = json.loads(cli(*argv, "--json").stdout)
+    flags = engine_flags(cli(*argv, "--markdown").stdout)
+    best = data["best_layout"]
+    assert not data["fits"] and best["tensor"] > 1
+    tensor, share = ("--tensor-parallel-size", "--gpu-memory-utilization") if engine == "vllm" else ("--tp", "--mem-fraction-static")
+    assert flags[tensor] == str(best["tensor"]) and float(flags[share]) == data["gpu_memory_utilization"]
+    if engine == "vllm":
+        assert int(flags["--max-num-batched-tokens"]) == data["max_num_batched_tokens"]
+        assert int(flags["--max-num-seqs"]) == data["max_num_seqs"] and flags["--max-model-len"] == "4096"
+
+
+def test_a_serve_answer_that_fits_starts_the_readers_own_layout():
+    argv = ("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--users", "16", "--tensor", "2")
+    data = json.loads(cli(*argv, "--json").stdout)
+    flags = engine_flags(cli(*argv, "--markdown").stdout)
+    assert data["fits"] and flags["--tensor-parallel-size"] == "2" and "--data-parallel-size" not in flags

@@ -339,3 +339,54 @@ def test_cli_refuses_in_one_line(args, stdin):
     done = run_cli(*args, stdin=stdin)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+RTX_4090_TABLE = """\
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.14              Driver Version: 550.54.14      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  NVIDIA GeForce RTX 4090        Off |   00000000:01:00.0  On |                  Off |
+|  0%   45C    P8             25W /  450W |    1234MiB /  24564MiB |      2%      Default |
+|                                         |                        |                  N/A |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def test_nvidia_smi_names_the_card_it_prints_before_its_total():
+    """An RTX 4090 and an RTX A5000 both report 24,564 MiB: the printed name decides."""
+    from calculator.core.gpus import gpu
+
+    evidence = read(RTX_4090_TABLE)
+    assert evidence.kind == "nvidia-smi" and evidence.figures["gpus"][0]["name"] == "NVIDIA GeForce RTX 4090"
+    comparison = compare(evidence, Case(card=gpu("rtx4090")))
+    assert finding(comparison, "smi_gpu")["card"] == "NVIDIA GeForce RTX 4090"
+    assert "smi_other_card" not in codes(comparison)
+    other = compare(evidence, Case(card=gpu("h100")))
+    assert "smi_other_card" in codes(other)
+    cut = read(RTX_4090_TABLE.replace("NVIDIA GeForce RTX 4090    ", "NVIDIA GeForce RTX 40...")).figures["gpus"][0]
+    assert card_for_total(cut["total_bytes"]) is not None  # a cut name: the total still reads a card
+
+
+def test_memory_held_by_a_listed_process_is_not_called_someone_elses():
+    """The process nvidia-smi lists is, most of the time, the reader's own job: the advice says
+    so instead of telling them to stop it."""
+    from calculator.core.gpus import gpu
+
+    table = RTX_4090_TABLE.replace("1234MiB", "15565MiB") + """\
+| Processes:                                                                              |
+|  GPU   GI   CI        PID   Type   Process name                              GPU Memory |
+|=========================================================================================|
+|    0   N/A  N/A      4242      C   python                                     15550MiB |
++-----------------------------------------------------------------------------------------+
+"""
+    comparison = compare(read(table), Case(card=gpu("rtx4090")))
+    held = [a for a in comparison.advice if a.code == "do_gpu_held_by"]
+    assert held and held[0].params["pids"] == "4242" and "do_free_gpu" not in {a.code for a in comparison.advice}
+    for lang in ("en", "fr"):
+        from calculator.core.messages import text
+
+        assert "4242" in text("evidence.do_gpu_held_by", lang, index=0, used_bytes="15.20 GiB", pids="4242")

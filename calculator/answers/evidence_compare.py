@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from calculator.core.units import GIB
 from calculator.core.errors import CalculatorError
 from calculator.answers.evidence import Evidence
 
 MATCH = 0.03  # within 3 %: the calculator's accounting reproduces the engine's figure
-GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -173,20 +173,42 @@ def card_for_total(total_bytes: int, field_name: str = "memory_mib"):
     return nearest if distance(nearest) <= 0.005 * total_bytes else None
 
 
+def card_of_row(name: object, total_bytes: int):
+    """The card an nvidia-smi row shows: the one its printed name says when that card's memory is
+    the row's (an RTX 4090 and an RTX A5000 both report 24,564 MiB), else the one its total
+    says. nvidia-smi cuts long names ("NVIDIA H100 80GB HBM3"), which the total then reads."""
+    from calculator.core.errors import CalculatorError
+    from calculator.core.gpus import gpu
+
+    by_total = card_for_total(total_bytes)
+    try:
+        named = gpu(str(name).strip()) if name else None
+    except CalculatorError:
+        named = None
+    if named is not None and abs(named.memory_mib * 2**20 - total_bytes) <= 0.005 * total_bytes:
+        return named
+    return by_total
+
+
 def _nvidia_smi(figures: dict, case: Case) -> Comparison:
     findings, advice = [], []
     for gpu in figures.get("gpus", []):
         total, used = gpu.get("total_bytes"), gpu.get("used_bytes")
         if total is None or used is None:
             continue
-        card = card_for_total(total)
+        card = card_of_row(gpu.get("name"), total)
         same = case.card is not None and card is not None and card.key == case.card.key
         findings.append(Finding("smi_gpu", {"index": gpu["index"], "used_bytes": used, "total_bytes": total,
                                             "free_bytes": total - used, "card": card.name if card else "—"}))
         if case.card is not None and not same:
             findings.append(Finding("smi_other_card", {"index": gpu["index"], "gpu": case.card.name}))
-        if used >= GIB:
-            advice.append(Finding("do_free_gpu", {"index": gpu["index"], "used_bytes": used}))
+        if used >= GIB:  # a process the table lists is the reader's job unless they say otherwise
+            listed = [p for p in figures.get("processes", []) if p.get("gpu") == gpu["index"]]
+            if listed:
+                advice.append(Finding("do_gpu_held_by", {"index": gpu["index"], "used_bytes": used,
+                                                         "pids": ", ".join(str(p["pid"]) for p in listed)}))
+            else:
+                advice.append(Finding("do_free_gpu", {"index": gpu["index"], "used_bytes": used}))
     for process in figures.get("processes", []):
         findings.append(Finding("smi_process", {"index": process["gpu"], "pid": process["pid"],
                                                 "used_bytes": process["used_bytes"]}))

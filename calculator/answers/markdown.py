@@ -243,17 +243,29 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
         assumptions.insert(3, (f"serving_fallback_{fallback['reason']}", {
             "dtype": fallback["checkpoint"], "served": fallback["served"], "gpu": figures["gpu"],
             "model_type": fallback["model_type"]}))
-    options = {"tensor": data["tensor_parallel"], "replicas": data["replicas"], "dtype": data["dtype"],
-               "kv_dtype": data["kv_dtype"], "context": data["context"]}
-    line = vllm_command(data["model"], **options) if data["engine"] == "vllm" else sglang_command(data["model"], **options)
     advice = [("do_serve_flags", {})]
     best = data.get("best_layout")  # the engine's fewest GPUs (serving_plan.Plan.best_layout), not the first layout
+    layout = {"tensor": data["tensor_parallel"], "replicas": data["replicas"]}
     if data["verdict"] != "fits" and best:
         advice.insert(0, ("do_serve_layout", {"gpus": best["gpus"], "tensor": best["tensor"],
                                               "gpu": figures["gpu"]}))
+        layout = {"tensor": best["tensor"], "replicas": best["replicas"]}  # the command starts what it advises
+    line = _engine_line(data, layout, vllm_command, sglang_command)
     case = _case(data, dtype=data["dtype"], context=data["context"], users=data["users"], tensor=data["tensor_parallel"])
     return Answer("serve", argv, (f"serve_{data['verdict']}", figures), tuple(assumptions), tuple(advice),
                   ("bash", line), ("serving", "serving-memory", case), figures)
+
+
+def _engine_line(data: dict, layout: dict, vllm_command, sglang_command) -> str:
+    """The engine's command for the layout and every setting the answer priced: the share of the
+    card, the batched tokens and sequences a step (vLLM), the CPU offload; none left unset."""
+    options = {**layout, "dtype": data["dtype"], "kv_dtype": data["kv_dtype"], "context": data["context"]}
+    share = data.get("gpu_memory_utilization")
+    if data["engine"] != "vllm":
+        return sglang_command(data["model"], **options, fraction=share)
+    offload = data.get("cpu_offload_bytes_per_gpu") or 0
+    return vllm_command(data["model"], **options, utilization=share, max_num_seqs=data.get("max_num_seqs"),
+                        max_num_batched_tokens=data.get("max_num_batched_tokens"), cpu_offload_gib=offload / 2**30)
 
 
 def quantize(data: dict, argv: tuple[str, ...]) -> Answer:

@@ -8,7 +8,8 @@ import streamlit as st
 from calculator.answers.markdown import answer_for
 from calculator.core.errors import CalculatorError
 from calculator.serving.plan import serve
-from guide.charts import GIB, Drawing, base_layout, show_chart
+from guide.charts import Drawing, base_layout, show_chart
+from calculator.core.units import GIB
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs
@@ -82,8 +83,9 @@ def render(ctx: Context) -> None:
 def _answer(model, plan, utilization, batched):
     """The serve command's answer for this calculation (its JSON is the plan's, as `serve --json` writes it)."""
     typed = model.key or model.name
-    argv = [typed, "--gpu", plan.gpu, *dtype_args(plan), "--context", str(plan.context), "--engine", plan.engine,
-            "--max-num-batched-tokens", str(batched)]
+    argv = [typed, "--gpu", plan.gpu, *dtype_args(plan), "--context", str(plan.context), "--engine", plan.engine]
+    if batched is not None:  # left to the engine's default: no flag (it would read "None")
+        argv += ["--max-num-batched-tokens", str(batched)]
     if utilization is not None:
         argv += ["--gpu-memory-utilization", f"{utilization:g}"]
     from calculator.answers.serving_json import serve_json
