@@ -1,4 +1,4 @@
-"""Benchmarks and accuracy measurements. Not tests: they report numbers for the README."""
+"""Benchmarks and accuracy measurements. Not tests: they report numbers for docs/benchmarks.md."""
 
 from pathlib import Path
 

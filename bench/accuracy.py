@@ -400,7 +400,7 @@ def _line(row: dict) -> str:
 
 
 def summary_table(path: Path) -> str:
-    """The per-kind summary of a result file, as a markdown table for the README."""
+    """The per-kind summary of a result file, as a markdown table for docs/benchmarks.md."""
     from calculator.answers.accuracy import read_run, summarize
 
     result = read_run(path)

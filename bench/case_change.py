@@ -1,4 +1,4 @@
-"""Where a case change's time goes on one chapter (issue 26.1), without a browser: the chapter
+"""Where a case change's time goes on one chapter, without a browser: the chapter
 is opened with AppTest, then the case bar's batch is changed several times; each rerun is timed
 whole and under cProfile, its own time split by where the code lives (the engine in calculator/,
 figures in plotly, Streamlit itself, the guide's UI layer, the rest), with each widget's time

@@ -1,4 +1,4 @@
-"""A case change on two checkouts of the guide, in turns (issue 26.1): on a shared machine the
+"""A case change on two checkouts of the guide, in turns: on a shared machine the
 load moves more between two runs than a change to the page does, so the old and the new
 server run side by side, one browser opens the same chapter on each, and the case's batch
 changes on one then the other, the order swapped every round. Times as case_change_browser:

@@ -1,4 +1,4 @@
-"""A case change in a real browser, per chapter (issue 26.1): for every chapter with a case
+"""A case change in a real browser, per chapter: for every chapter with a case
 bar, Chromium opens it, then a case field is changed several times in the bar; each change is
 timed from the key press to the settled page, on the page's own clock. Targets: ≤ 0.4 s median
 per chapter, ≤ 1 s p95 with four readers at once, the first heading ≤ 1 s.
@@ -187,9 +187,8 @@ def after_every_load(results: list[dict]) -> list[float]:
 
 def python_loop_seconds(additions: int = 10**7) -> float:
     """How fast this machine is now: the seconds one core takes for a pure-Python loop. This
-    host's speed swings by a third within an hour (README, "Sixth pass"); printed beside the
-    figures, it is a rough sign of the phase a run was made in (it misses some of Chromium's
-    swings: README, "Seventh pass")."""
+    host's speed swings by a third within an hour; printed beside the figures, it is a rough
+    sign of the phase a run was made in (it misses some of Chromium's swings)."""
     start, total = time.perf_counter(), 0
     for i in range(additions):
         total += i

@@ -1,4 +1,4 @@
-"""Every chart of every chapter, as the page sends it (issue 26.1): a speed-up must not change
+"""Every chart of every chapter, as the page sends it: a speed-up must not change
 what a page shows. Each chapter is opened with AppTest in both languages, on its default case
 and on a second one (another batch, or users, or GPU), and each chart's JSON (what plotly.js
 gets: the chart component's figure, as st.plotly_chart's spec was before it) is written down;

@@ -3,17 +3,17 @@ it loaded, libraries' workspaces), read from published out-of-memory messages
 (bench/data/oom_messages.json): in use − allocated − reserved but unallocated, for messages that
 say what this process uses. Only single-script runs count (a rank of a multi-GPU job also holds
 NCCL buffers; a serving engine, its own allocations). Grouped by architecture and by the PyTorch
-generation the wording shows; `python -m bench cuda_context` prints the table the README shows,
+generation the wording shows; `python -m bench cuda_context` prints the table docs/benchmarks.md shows,
 and calculator/core/cuda_context.py holds the same figures (a test keeps the three equal)."""
 
 from __future__ import annotations
 
+from calculator.core.units import MIB
 import json
 from pathlib import Path
 import statistics
 
 DATA = Path(__file__).resolve().parent / "data" / "oom_messages.json"
-MIB = 2**20
 
 
 def messages() -> list[dict]:
@@ -64,7 +64,7 @@ def _mib(size: int) -> str:
 
 
 def markdown() -> str:
-    """The README's table: one row per architecture and generation, then each architecture."""
+    """docs/benchmarks.md's table: one row per architecture and generation, then each architecture."""
     lines = ["| architecture | PyTorch | messages | median (MiB) | quartiles (MiB) | range (MiB) |",
              "|---|---|---:|---:|---:|---:|"]
     rows = [((name, generation), s) for (name, generation), s in by_generation().items()]

@@ -1,4 +1,4 @@
-"""Where a chapter's first heading waits (issue 26.1, target ≤ 1 s): each chapter is opened in
+"""Where a chapter's first heading waits (target ≤ 1 s): each chapter is opened in
 Chromium beside a bare Streamlit app (one st.title, nothing of ours) served at the same time,
 in turns, and the page's own clock gives each step from navigation start: the HTML received,
 DOMContentLoaded (Streamlit's JS bundle parsed), the websocket created and opened, its first

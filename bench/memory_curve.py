@@ -253,7 +253,7 @@ def print_chapter(row: dict, flush: bool = False) -> None:
 
 
 def table(results: list[dict]) -> str:
-    """The README's table: per chapter, the server process and its build workers at each mark."""
+    """docs/benchmarks.md's table: per chapter, the server process and its build workers at each mark."""
     marks = sorted({step for row in results for step in row["curve"]})
     lines = ["| chapter | " + " | ".join(f"after {m} + {m}" for m in marks) + " | server flat | errors |",
              "|---|" + "---|" * len(marks) + "---|---|"]

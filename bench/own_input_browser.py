@@ -1,4 +1,4 @@
-"""A calculator's own input in a real browser, per chapter (issue 26.1, target ≤ 0.3 s): for every
+"""A calculator's own input in a real browser, per chapter (target ≤ 0.3 s): for every
 chapter with calculators, Chromium opens it, then the first number a calculator draws outside
 the case bar and outside its closed panels (the fine-tuning chapter's GPU count, the oom
 chapter's dummy-data batch...) is changed several times; each change is timed from the Enter

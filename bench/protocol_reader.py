@@ -1,4 +1,4 @@
-"""Readers without a browser, for the case-change benchmark's "four readers at once" (issue 26.1).
+"""Readers without a browser, for the case-change benchmark's "four readers at once".
 
 Four readers of the guide have four computers: each one's Chromium draws its own page. On this
 two-core machine four Chromiums would share the server's two cores (each spends ~0.3-0.5 s of

@@ -3,7 +3,7 @@
 plotly.py checks every property it is given, through a validator per property, and that is
 most of what a chart costs the server: a case change on the fine-tuning chapter spent 33 ms of
 CPU building its six figures with plotly.py, 0.8 ms writing them here (oom 25 -> 1.8 ms,
-serving 10 -> 0.3, slow-model 14 -> 0.4; README, "Seventh pass"). A case change gives the
+serving 10 -> 0.3, slow-model 14 -> 0.4; bench/charts_json.py). A case change gives the
 figures new data, so the figures guide/charts.py keeps by their calls rarely help there. What the figures need from plotly.py is
 small: each trace call adds {"type": ..., its properties}, a shape or an annotation is appended
 to the layout's list, update_layout and update_xaxes/update_yaxes merge into the layout,

@@ -25,8 +25,8 @@ it (Streamlit's own server, in its ASGI mode); each reader's page then runs Home
   on its own it asks `/<chapter>/_stcore/health` first, gets a 404, pauses and asks the root,
   about 130 ms of every chapter's first load. A chapter's page also gets its title, in the
   reader's language, painted with the HTML where Streamlit will draw it (guide/page_shell.py).
-- Every answer carries the security headers of SECURITY_HEADERS (README, "Running it for a
-  team", gives the same to a reverse proxy): a Content-Security-Policy that lets the guide's
+- Every answer carries the security headers of SECURITY_HEADERS (docs/deploy.md gives the
+  same to a reverse proxy): a Content-Security-Policy that lets the guide's
   own scripts run and nothing from elsewhere, no framing but by the guide itself (or the
   origins of GUIDE_FRAME_ANCESTORS, such as https://huggingface.co for a Space), nosniff, and
   a referrer policy.

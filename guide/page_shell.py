@@ -1,4 +1,4 @@
-"""The chapter's title in Streamlit's page itself, painted with its HTML (issue 26.1).
+"""The chapter's title in Streamlit's page itself, painted with its HTML.
 
 Streamlit's page is blank until its scripts have run and the server has sent the script's
 first element: about 0.9 s on this 2-core machine, as long for Streamlit's own one-line app

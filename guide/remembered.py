@@ -1,4 +1,4 @@
-"""The reader's case remembered in their browser (issue 26.5): the model and GPU they chose
+"""The reader's case remembered in their browser: the model and GPU they chose
 last come back when they open a chapter without a case in its link, and "Forget my case"
 clears them. Stored in the browser's localStorage (assets/remembered_case.js), never on the
 server; a link that names any case value opens exactly as written.

@@ -3,7 +3,7 @@
 A link a reader copies pins the chapter's whole case (guide/case.py: pinned_pairs), so it
 changes with every case change. Drawn by Streamlit, each heading's link was three elements
 (a popover, its caption, its address) sent again on every run: about a tenth of a chapter's
-elements, paid for by the server and the browser on each case change (README, "A case change
+elements, paid for by the server and the browser on each case change (docs/benchmarks.md, "A case change
 in the browser"). Here one element per page carries the pinned case; the script puts a link
 button under each heading and writes the address when the reader opens it: the page's own
 address and path, `lang` and the pinned case, the other values the address bar holds (every

@@ -1,4 +1,4 @@
-"""The chapter's case in a real browser (issue 15): a link carrying a whole case opens the page
+"""The chapter's case in a real browser: a link carrying a whole case opens the page
 on it and lands on its section, previous and next keep it, a parameter equal to its default
 keeps the section, a Hub id typed into a chapter calculator is counted through the local test
 Hub, and French pages show none of Streamlit's English strings."""

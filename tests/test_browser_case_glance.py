@@ -1,4 +1,4 @@
-"""The case at a glance and remembered (issue 26.4 and 26.5), in a real browser: the case bar's
+"""The case at a glance and remembered, in a real browser: the case bar's
 summary shows the whole model, precision, card and its usable memory at 1280 px and on a
 phone, chapter titles read whole in the sidebar, in both languages (screenshots in bench/out/
 to look at); the model and GPU a reader chose come back in a fresh tab, a link's own values

@@ -1,4 +1,4 @@
-"""Hostile input against the running guide, in a real browser (issue 18): a config too large
+"""Hostile input against the running guide, in a real browser: a config too large
 to build while another reader keeps working, links with numbers no field can hold, unknown
 paths of any depth, the headers every answer carries, and the page's language."""
 

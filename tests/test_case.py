@@ -1,4 +1,4 @@
-"""One case per page (issue 15): the case travels in the URL under short stable names, every
+"""One case per page: the case travels in the URL under short stable names, every
 calculator of a chapter starts from it, every link between chapters carries it, and a value
 a page cannot use is refused with a notice while the chapter draws to its end."""
 
@@ -171,7 +171,7 @@ def test_serving_pool_equals_the_cli():
 
 
 def test_every_case_name_is_in_the_url_contract():
-    readme = (chapters.ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (chapters.ROOT / "docs" / "links.md").read_text(encoding="utf-8")
     for name in CASE_PARAMS:
         assert f"`{name}`" in readme, name
     for chapter in chapters.CHAPTERS:  # one example link per chapter

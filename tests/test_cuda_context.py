@@ -1,6 +1,6 @@
 """The CUDA context calibrated from published out-of-memory messages: the data set holds at
 least 40 messages with their sources, each reading is the message's own arithmetic, the figures
-the calculator uses are the benchmark's, the README shows the same table, and any architecture
+the calculator uses are the benchmark's, docs/benchmarks.md shows the same table, and any architecture
 without enough messages gets the stated fallback."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from calculator.core.gpus import gpu
 from calculator.memory.oom_message import parse
 
 GIB, MIB = 2**30, 2**20
-README = Path(__file__).resolve().parent.parent / "README.md"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
 def test_at_least_forty_published_messages_with_their_source():
@@ -44,7 +44,7 @@ def test_the_calculator_uses_the_benchmarks_figures():
 
 
 def test_the_readme_shows_the_table():
-    assert bench.markdown() in README.read_text(encoding="utf-8")
+    assert bench.markdown() in BENCHMARKS.read_text(encoding="utf-8")
 
 
 def test_ada_median_by_hand():

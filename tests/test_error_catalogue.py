@@ -1,6 +1,6 @@
 """Every refusal the engine, the CLI or the guide can raise has its message in English and in
 French, with the placeholders its raise site fills in, and no French message is left in English
-(issues 23 and 26: bad input gets a clear message in the user's language). The raise sites are
+(bad input gets a clear message in the user's language). The raise sites are
 read from the source (every `CalculatorError("code", ...)`, every `reason("key", ...)`), so a new
 refusal is checked the day it is written."""
 

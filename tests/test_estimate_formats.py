@@ -1,4 +1,4 @@
-"""`estimate --dtypes` with quantization formats (issue 23, point 3): each format's total and
+"""`estimate --dtypes` with quantization formats: each format's total and
 largest layer from the model's shapes, pinned by hand-worked layouts and the published sizes
 of gpt-oss's MXFP4 checkpoints."""
 

@@ -44,7 +44,7 @@ CASES = {
     "train: bad zero stage": ["train", M, "--zero", "4"],
     "train: bad lora targets": ["train", M, "--method", "lora", "--lora-targets", "no_such_module"],
     "train: absurd gpus": ["train", M, "--gpus", "10000000000"],
-    # found by probing every command's numeric and text arguments (issue 18)
+    # found by probing every command's numeric and text arguments
     "offload: 1e308GiB": ["offload", "llama-3-8b", "--gpu-memory", "1e308GiB", "--cpu-memory", "1GiB"],
     "offload: infinite cpu budget": ["offload", M, "--gpu-memory", "1GiB", "--cpu-memory", "infGiB"],
     "offload: 400-digit budget": ["offload", M, "--gpu-memory", "9" * 400 + "B", "--cpu-memory", "1GiB"],

@@ -14,7 +14,7 @@ from tests.apptest import open_page
 from tests.test_widgets import url_form
 
 HOSTILE = ["-1", "1e30", "abc", "../../../etc/passwd", "<script>alert(1)</script>", "NaN",
-           # numbers Streamlit's own reader cannot hold (issue 18): refused before it sees them
+           # numbers Streamlit's own reader cannot hold: refused before it sees them
            "inf", "-inf", "1e309", "9" * 400]
 REFUSED = {"en": "which this calculator cannot use", "fr": "que ce calculateur ne peut pas utiliser"}
 

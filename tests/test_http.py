@@ -176,10 +176,10 @@ def test_the_security_headers():
     assert "X-Frame-Options" not in space  # it cannot name another origin
 
 
-def test_the_readme_gives_the_proxy_the_same_policy():
+def test_the_deployment_doc_gives_the_proxy_the_same_policy():
     from tests.conftest import ROOT
 
-    assert content_security_policy() in (ROOT / "README.md").read_text()
+    assert content_security_policy() in (ROOT / "docs" / "deploy.md").read_text()
 
 
 def call_raw(raw: str, client: str = "203.0.113.9", headers: list | None = None) -> int:

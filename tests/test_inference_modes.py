@@ -1,4 +1,4 @@
-"""Inference as people run it (issue 14): a prompt then new tokens, a static cache, models
+"""Inference as people run it: a prompt then new tokens, a static cache, models
 that only run forward, contexts past a model's positions, quantized weights as they run, and
 bfloat16 on a card without bfloat16 tensor cores. Each figure against a hand computation."""
 

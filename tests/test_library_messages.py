@@ -1,5 +1,5 @@
 """transformers' refusals of real configs inside a refusal: the causes readers meet are said in
-our words in each language, the numbers and names kept (issues 23 and 26); any other keeps
+our words in each language, the numbers and names kept; any other keeps
 transformers' own words as evidence, framed in French as transformers' message in English."""
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def test_exact_count_shows_the_catalog_table_and_opens_the_estimator():
     line = next(m.value for m in at.markdown if "parameters" in m.value and "active" in m.value)
     assert format_count(summary.parameters) in line and format_count(summary.active_parameters) in line
     link = next(m.value for m in at.markdown if "full estimator" in m.value)
-    # the estimator opens on the same model, as the page's case (issue 15: links carry the case)
+    # the estimator opens on the same model, as the page's case (links carry the case)
     assert "(estimator?lang=en&model=qwen3-30b-a3b#estimate)" in link
 
 

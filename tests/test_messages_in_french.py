@@ -1,7 +1,7 @@
 """A refusal whose cause a library or the system wrote in English (json, the OS, the Hub's
 client, a build worker, argparse) reads whole in the reader's language: the causes people meet
 are sentences of ours (content/ui/*/reasons.toml), their position, status or exit code kept as
-data (issues 23 and 26). Real inputs: broken JSON files, the fake Hub answering 401/403/404/429/
+data. Real inputs: broken JSON files, the fake Hub answering 401/403/404/429/
 500, a refused connection, a build worker killed, argparse refusing a command line."""
 
 from __future__ import annotations

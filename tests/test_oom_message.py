@@ -56,7 +56,7 @@ XPU = ("torch.OutOfMemoryError: XPU out of memory. Tried to allocate 4.00 GiB. G
        "PyTorch but unallocated.")
 XPU_FRAGMENTED = XPU.replace("240.38 MiB", "4.50 GiB")
 XPU_ELSEWHERE = XPU.replace("13.06 GiB", "9.06 GiB")
-# The figures of issue 22 (an RTX 4090: 2.00 GiB asked, 1.12 free, 20.91 allocated, 1.05 reserved but unallocated);
+# A reader's report (an RTX 4090: 2.00 GiB asked, 1.12 free, 20.91 allocated, 1.05 reserved but unallocated);
 # the old reader wrote "22.91 GiB exceed the 23.08 GiB" (free + reserved), which is false.
 RTX_4090 = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
             "23.65 GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has 22.52 GiB memory in "

@@ -1,4 +1,4 @@
-"""The caches behind a fast case change (issue 26.1): engine peaks kept by their inputs
+"""The caches behind a fast case change: engine peaks kept by their inputs
 (calculator/core/memo.py) and figures built once per drawing (guide/charts.py). Each keeps
 exactly what the uncached code gives, is bounded, and hands sessions nothing they could change
 for each other."""

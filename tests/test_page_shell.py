@@ -1,4 +1,4 @@
-"""The chapter's title painted with Streamlit's page (guide/page_shell.py, issue 26.1): which
+"""The chapter's title painted with Streamlit's page (guide/page_shell.py): which
 title, in which language, and what the middleware writes into the page Streamlit installs."""
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def test_unknown_language_falls_back_and_says_so():
 
 
 def test_section_links_carry_language_and_anchor():
-    # every value of the chapter's case is written out, defaults included (issue 24.5), so the
+    # every value of the chapter's case is written out, defaults included, so the
     # link means the same when a default changes; the address bar itself stays short
     # (the link itself is made in the browser: tests/test_browser.py opens and copies one)
     at = open_page("slow-model", "fr")

@@ -1,4 +1,4 @@
-"""Training as people run it with peft (issue 14): LoRA on a 16-bit checkpoint with peft's
+"""Training as people run it with peft: LoRA on a 16-bit checkpoint with peft's
 default float32 adapters, with and without the Trainer's autocast, and QLoRA as
 prepare_model_for_kbit_training leaves it. Each peak is measured on the CPU with
 bench.measure.LiveBytes (the live bytes of every tensor, weights included) on a small real

@@ -1,4 +1,4 @@
-"""`serve` with today's formats (issue 23, point 3): vLLM's layouts of mxfp4, nvfp4 and
+"""`serve` with today's formats: vLLM's layouts of mxfp4, nvfp4 and
 fp8-block128 weights (calculator/serving/weights.py), the cards and engines that refuse them,
 the checkpoint's own format by default, and parity with the serving chapter's calculator."""
 

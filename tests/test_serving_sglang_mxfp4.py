@@ -1,4 +1,4 @@
-"""SGLang with gpt-oss's MXFP4 experts (issue 23, point 3): SGLang's mxfp4.py registers vLLM's
+"""SGLang with gpt-oss's MXFP4 experts: SGLang's mxfp4.py registers vLLM's
 shapes, [E, 2 I', H' / 2] and [E, H', I' / 2] uint8 with one E8M0 byte per 32 inputs, and
 biases that both of its CUDA backends turn to float32; I' is padded to 32 with triton_kernels
 (what server_args picks for gpt-oss off data-centre Blackwell) and to 256, with H' to 256, with

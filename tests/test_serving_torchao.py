@@ -1,4 +1,4 @@
-"""`serve` with torchao checkpoints in vLLM (issue 23, point 3): vLLM's TorchAOConfig quantizes
+"""`serve` with torchao checkpoints in vLLM: vLLM's TorchAOConfig quantizes
 every LinearBase layer with torchao's tensor subclasses (calculator/serving/weights.py has the
 sources). Every figure below is worked out by hand from the model's shapes and torchao's
 layouts: Int8Tensor, int8 [out, in] + float32 scale + int8 zero per row; Int4Tensor, [out, in / 2]

@@ -90,7 +90,7 @@ def test_python_in_the_chapters_parses(chapter, lang):
         ast.parse(code)
 
 
-# Sections added by the content pass of issue 17, which other chapters and the home page link to:
+# Sections added by a content pass, which other chapters and the home page link to:
 # anchors are a public contract (DESIGN.md), so they are kept like the registry's.
 ADDED_SECTIONS = {
     "": ("slow", "further-reading"),

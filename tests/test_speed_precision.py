@@ -1,4 +1,4 @@
-"""speed's default precision is the card's compute precision (issue 23): float16 on a card
+"""speed's default precision is the card's compute precision: float16 on a card
 without bfloat16 tensor cores, as data-parallel and slow-model#precision choose, said in the
 JSON's assumptions; the batch-size page's answer and the command it prints agree."""
 

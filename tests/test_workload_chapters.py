@@ -1,4 +1,4 @@
-"""The case's workload in the memory chapters (issue 24): oom, quantization, serving and
+"""The case's workload in the memory chapters: oom, quantization, serving and
 fine-tuning. Caches are pinned by hand from each model's config; the pages' answers
 (each widget's pure answer_for) against the CLI's."""
 

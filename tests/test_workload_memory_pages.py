@@ -1,4 +1,4 @@
-"""The memory chapters' pages in the case's workload, in both languages (issue 24): oom and
+"""The memory chapters' pages in the case's workload, in both languages: oom and
 quantization for a speech, a seq2seq, a forward and a vision model, with the figures the
 CLI prints for the same run. A few AppTest runs; the engine is pinned by hand in
 tests/test_workload_chapters.py."""

@@ -1,4 +1,4 @@
-"""The workload in the case (issue 24): the README's example link per workload opens
+"""The workload in the case: the links contract's example link per workload (docs/links.md) opens
 slow-model#batch-size on it, in the workload's unit and the reader's language, with the same
 figures as the CLI; a workload the model cannot run falls back to its own; a measured speed
 is compared with the ceiling."""
@@ -15,9 +15,9 @@ from guide.case import Case, read_case
 from tests.apptest import fingerprint, open_page
 from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints
 
-README = (chapters.ROOT / "README.md").read_text(encoding="utf-8")
+LINKS = (chapters.ROOT / "docs" / "links.md").read_text(encoding="utf-8")
 EXAMPLES = dict(re.findall(r"^- (generation|forward pass|sequence to sequence|speech|vision): `/slow-model\?([^`#]+)#",
-                           README, re.M))
+                           LINKS, re.M))
 UNITS = {"generation": ("Tokens/s", "Tokens/s"), "forward pass": ("Sequences/s", "Séquences/s"),
          "sequence to sequence": ("Answers/s", "Réponses/s"), "speech": ("Audio hours per hour", "Heures d’audio"),
          "vision": ("Images/s", "Images/s")}

@@ -7,7 +7,7 @@ process gets, less a stated headroom): "fits" below it, "tight" inside the headr
 "too_big" above the usable memory. Card-dependent defaults (the precision a card computes in,
 the checkpointing a fine-tuning method starts with) are chosen here, once.
 
-Assumption ids are stable (JSON `assumptions`, README "Verdicts"):
+Assumption ids are stable (JSON `assumptions`, docs/cli.md "Verdicts"):
 - weights_only: only the weights are counted (no activations, no cache).
 - weights_held: weights live from start to end, so nothing comes and goes: reserved = allocated.
 - context_all_prompt: a context of T tokens arrives whole as a prompt (the next turn of a
@@ -434,7 +434,7 @@ def readings_json(readings) -> dict:
 
 def verdict_json(answer) -> dict:
     """An answer's verdict as JSON: `verdict`, `fits` (true only for "fits"; null without a
-    card), its figures and `assumptions` (stable ids, README "Verdicts")."""
+    card), its figures and `assumptions` (stable ids, docs/cli.md "Verdicts")."""
     data = answer.to_json()
     data["fits"] = None if answer.verdict is None else answer.verdict == "fits"
     return data

@@ -1,5 +1,5 @@
 """Build workers forked from one warm template process, instead of each importing torch and
-transformers again (issue 26).
+transformers again.
 
 A worker costs about 4.6 CPU-seconds to start on its own (torch 1.3 s, transformers'
 modeling_utils 2.0 s, ...), and the pool starts one after every refusal: a reader sending

@@ -75,7 +75,7 @@ def case_inputs(ctx: Context, keys: dict[str, str], dtypes=None, legacy: dict[st
     local = st.expander(ctx.t("case.local"), icon=":material/tune:", key=panel, on_change="rerun")
     # Its inputs are drawn only while it is open or the link gave it a value (a refused one too,
     # so the frame can say so; url_values.sent holds both): closed, they were a sixth of a
-    # chapter's elements, sent and drawn again on every case change (README, fifth pass).
+    # chapter's elements, sent and drawn again on every case change (measured with bench/case_change_browser.py).
     if local.open or any(url_values.sent(key) for key in (*keys.values(), *(legacy or {}).values())):
         with local:
             st.caption(ctx.t("case.local_help"))
