@@ -14,6 +14,7 @@ python -m bench serving
 
 from __future__ import annotations
 
+from calculator.core.units import GIB
 from dataclasses import dataclass
 from functools import lru_cache
 import json
@@ -24,7 +25,6 @@ LOGS = DATA / "serving_logs.json"
 TARGET = 0.05
 # The accounting these logs were written by (serving.versions.ENGINE_VERSIONS): not the current one.
 PUBLISHED_VERSIONS = {"vllm": "0.19", "sglang": "0.4.6"}
-GIB = 2**30
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ with the current accounting. Target: KV_TARGET (see its comment); a row outside 
 
 from __future__ import annotations
 
+from calculator.core.units import GIB
 from dataclasses import dataclass
 import json
 from pathlib import Path
 
 LOGS = Path(__file__).resolve().parent / "data" / "serving_logs_current.json"
-GIB = 2**30
 # What the current accounting does not model on a card other than the H100s its constants come
 # from: the CUDA graph estimate (0.50 GiB subtracted; 0.13 to 0.62 GiB logged with default
 # capture sizes), the non-torch growth (0.25 GiB measured on H100s only) and the profile run's

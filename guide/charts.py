@@ -12,6 +12,7 @@ about half its time parsing the same property paths ("marker_color", "line_dash"
 
 from __future__ import annotations
 
+from calculator.core.units import GIB
 from functools import lru_cache
 
 import plotly.graph_objects as go
@@ -24,7 +25,6 @@ from guide.chapters import ROOT
 from guide.http import PLOTLY_PATH, base_path
 from guide.i18n import t
 
-GIB = 2**30
 # The figure methods a drawing takes down; each is replayed on a go.Figure, in order.
 METHODS = frozenset({"add_bar", "add_scatter", "add_shape", "add_annotation", "update_layout", "update_xaxes",
                      "update_yaxes"})

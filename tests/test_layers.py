@@ -22,7 +22,7 @@ SEAM_USERS = {
     "calculator.models.seam": "the seam itself",
     "calculator.models.catalog": "refreshing the bundled counts is the counter's own batch job",
     "calculator.distributed.offload": "accelerate's placement needs the built meta model, not its count",
-    "calculator.models.build_worker": "the process in which the seam builds a reader's config (issue 18)",
+    "calculator.models.build_worker": "the process in which the seam builds a reader's config",
     "calculator.cli.commands.safetensors": "the `safetensors` command reads a local file's header",
 }
 
@@ -131,7 +131,7 @@ LAYER_ORDER = ("core", "models", "memory", "training", "distributed", "serving",
 CLIMBS = {
     ("calculator.models.build_worker", "calculator.distributed.offload_plan"):
         "the bounded worker runs the offload placement on the model it has just built, so a reader's "
-        "model is never built in the server (issue 27); the job is the offloading layer's",
+        "model is never built in the server; the job is the offloading layer's",
 }
 
 
@@ -158,3 +158,62 @@ def test_a_layer_imports_only_the_layers_below_it(path):
     name = module_name(path)
     above = {m for m in imports_of(path) if (layer_of(m) or 0) > own and not allowed_climb(name, m)}
     assert not above, f"{module_name(path)} ({LAYER_ORDER[own]}) imports {above} from a higher layer"
+
+
+# The one circle the engine keeps, on purpose: a reader's model is built in a bounded worker
+# process, and that worker runs the same seam, header reader and placement code the server
+# would (models.build_worker imports them; models.seam and models.safetensors ask
+# models.builder for a worker). Two processes, one code: no other module may join it.
+DECLARED_CIRCLE = frozenset({"calculator.models.build_worker", "calculator.models.builder",
+                             "calculator.models.worker_template", "calculator.models.seam",
+                             "calculator.models.safetensors", "calculator.distributed.offload_plan"})
+
+
+def engine_circles() -> list[frozenset[str]]:
+    """The import circles among the engine's modules (strongly connected components of more
+    than one module; function-local imports count, as at run time)."""
+    modules = {module_name(p): p for p in SOURCES if "calculator" in p.parts}
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for imported in imports_of(path):
+            parts = imported.split(".")
+            target = next((".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in modules), None)
+            if target and target != name:
+                targets.add(target)
+        graph[name] = targets
+    index, low, stack, on_stack, circles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node: str) -> None:  # Tarjan's algorithm, as a recursion: the graph has ~200 nodes
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            circle = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                circle.add(member)
+                if member == node:
+                    break
+            if len(circle) > 1:
+                circles.append(frozenset(circle))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_import_circle_in_the_engine_but_the_build_workers():
+    circles = engine_circles()
+    assert [c for c in circles if c != DECLARED_CIRCLE] == [], "import circles: " + "; ".join(
+        " <-> ".join(sorted(c)) for c in circles if c != DECLARED_CIRCLE)
+    assert DECLARED_CIRCLE in circles, "the build worker no longer closes a circle: drop DECLARED_CIRCLE"

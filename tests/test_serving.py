@@ -11,8 +11,8 @@ import pytest
 from calculator.core.errors import CalculatorError
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
-from calculator.serving.engines import (GIB, KvGroup, kv_bytes_per_token_per_gpu, kv_groups, max_sequences,
-                                        weights_per_gpu)
+from calculator.serving.engines import (KvGroup, kv_bytes_per_token_per_gpu, kv_groups, max_sequences, weights_per_gpu)
+from calculator.core.units import GIB
 from calculator.serving.vllm import profile_peak
 from calculator.serving.plan import serve
 

@@ -12,7 +12,7 @@ import pytest
 from calculator.core.errors import CalculatorError
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
-from calculator.serving.engines import GIB
+from calculator.core.units import GIB
 from calculator.serving.vllm import CUDA_GRAPH_BYTES, VLLM_CURRENT
 from calculator.serving.plan import serve
 from tests.cli_runner import run_cli as cli  # in this process: these tests read what it prints

@@ -12,7 +12,8 @@ from calculator.core.errors import CalculatorError
 from calculator.core.gpus import gpu
 from calculator.models.seam import catalog_model
 from calculator.distributed.parallel import tensor_parallel
-from calculator.serving.engines import GIB, allocator_rounding_bytes, weights_per_gpu
+from calculator.serving.engines import allocator_rounding_bytes, weights_per_gpu
+from calculator.core.units import GIB
 from calculator.serving.sglang import (SGLANG_CURRENT, SGLANG_LEGACY, SGLANG_START_BYTES, pool_cell_bytes,
                                       prefill_graph_sizes, sglang_fraction, sglang_reserved_mib, vision_factor)
 from calculator.serving.versions import ENGINE_VERSIONS

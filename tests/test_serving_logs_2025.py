@@ -12,8 +12,8 @@ import math
 
 from calculator.models import catalog
 from calculator.models.seam import catalog_model
-from calculator.serving.engines import (GIB, concurrency, kv_groups, pool_blocks, pool_tokens,
-                                        sequence_blocks)
+from calculator.serving.engines import (concurrency, kv_groups, pool_blocks, pool_tokens, sequence_blocks)
+from calculator.core.units import GIB
 
 NEW_ROWS = {"vllm-0.19.0-h100-10": "gemma-3-27b", "vllm-0.19.0-h100-31": "llama-4-scout",
             "vllm-0.19.0-h100-33": "phi-4", "vllm-0.19.0-h100-40": "gpt-oss-20b",

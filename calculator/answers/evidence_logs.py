@@ -24,9 +24,9 @@ length before it is read, so no input makes them slow.
 
 from __future__ import annotations
 
+from calculator.core.units import GIB
 import re
 
-GIB = 2**30
 MAX_LINE = 4000  # a log line longer than this is cut: the figures sit in its first words
 
 _NUM = r"(\d{1,9}(?:\.\d{1,6})?)"

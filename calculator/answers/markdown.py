@@ -1,126 +1,34 @@
-"""Paste-ready answers: what an answering command returned (its `--json` object: the engine's
-figures and verdict), written as a short Markdown answer in the reader's language. The verdict
-in one sentence with its figures, the assumptions, what to do (flags or code), the section
-link with every case value written out, and the command that reproduces it.
+"""Paste-ready answers of the memory commands: what an answering command returned (its `--json`
+object: the engine's figures and verdict) turned into an `Answer` (calculator/answers/answer.py),
+which `markdown()` writes in the reader's language. The verdict in one sentence with its figures,
+the assumptions, what to do (flags or code), the section link with every case value written out,
+and the command that reproduces it. The offloading, time and parallelism commands have their
+builders in offload_multi.py and parallel_json.py; `answer_for` finds any command's.
 
 This layer compares nothing: every verdict comes from the JSON the engine produced (`verdict`,
-`fits`, `largest_batch`...). Text lives in content/ui/<lang>/answer.toml; French answers get
-the pages' typography (calculator/core/typography.py). One builder per command turns its JSON into
-an `Answer`; `markdown()` writes any Answer, so a richer engine answer only needs its builder.
+`fits`, `largest_batch`...).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-import os
-import shlex
-from urllib.parse import urlencode
+from dataclasses import replace
 
-from calculator.core.messages import text
-from calculator.core.units import format_bytes, format_count, format_number
+from calculator.answers.answer import Answer, card_assumption, card_name, case_pairs, link_url, markdown  # noqa: F401
+from calculator.answers.offload_multi import BUILDERS as OFFLOAD_MULTI
+from calculator.answers.parallel_json import BUILDERS as MORE
 from calculator.answers.verdicts import float16_assumed
 
 ANSWERING = ("estimate", "inference", "train", "serve", "quantize", "llama-cpp", "offload", "tensor-parallel", "pipeline",
              "data-parallel", "speed", "zero-offload", "multi-gpu")
-DEFAULT_GUIDE_URL = "http://localhost:8501"
-
-
-@dataclass(frozen=True)
-class Answer:
-    command: str  # the CLI command
-    argv: tuple[str, ...]  # its arguments, without --json / --markdown
-    verdict: tuple[str, dict]  # (message code, figures)
-    assumptions: tuple[tuple[str, dict], ...] = ()
-    advice: tuple[tuple[str, dict], ...] = ()
-    code: tuple[str, str] | None = None  # (language, the command line or snippet to paste)
-    link: tuple[str, str, tuple[tuple[str, str], ...]] = ("", "", ())  # slug, anchor, case values
-    figures: dict = field(default_factory=dict)  # every figure the answer shows, for tests and tools
-
-
-def _duration(seconds: float, lang: str) -> str:
-    """A duration as the pages write it: seconds, then minutes, then hours."""
-    if seconds < 120:
-        return text("common.seconds", lang, n=format_number(seconds, 1, lang))
-    if seconds < 7200:
-        return text("common.minutes", lang, n=format_number(seconds / 60, 1, lang))
-    return text("common.hours", lang, n=format_number(seconds / 3600, 1, lang))
-
-
-def _shown(key: str, value: object, lang: str) -> str:
-    if key.endswith("_duration"):
-        return _duration(value, lang)
-    if isinstance(value, list) and key.endswith("_rates"):  # (precision, per second): tokens whole, items to 0.1
-        digits = 0 if key == "token_rates" else 1
-        return ", ".join(f"{name} {format_number(rate, digits, lang)}" for name, rate in value)
-    if isinstance(value, list) and key.endswith("_ms"):  # (link, milliseconds) pairs
-        return ", ".join(f"{name} {format_number(ms, 2, lang)} ms" for name, ms in value)
-    if isinstance(value, list):  # (name, bytes) pairs: "bfloat16 14.96 GiB, bnb-int8 8.46 GiB"
-        return ", ".join(f"{name} {format_bytes(size, lang)}" for name, size in value)
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if key.endswith("_bytes"):
-        return format_bytes(value, lang)
-    if isinstance(value, float):
-        return format_number(value, 2 if value < 100 else 0, lang)
-    if isinstance(value, int):
-        return format_count(value, lang)
-    return str(value)
-
-
-def _say(code: str, params: dict, lang: str) -> str:
-    return text(f"answer.{code}", lang, **{k: _shown(k, v, lang) for k, v in params.items()})
-
-
-def _card_name(key: str | None) -> str:
-    from calculator.core.gpus import gpus
-
-    return gpus()[key].name if key in gpus() else str(key)
-
-
-def link_url(answer: Answer, lang: str, base: str | None = None) -> str:
-    """The section's address with every case value; `base`: the guide's (GUIDE_URL by default)."""
-    slug, anchor, case = answer.link
-    base = (base or os.environ.get("GUIDE_URL", DEFAULT_GUIDE_URL)).rstrip("/")
-    return f"{base}/{slug}?{urlencode([('lang', lang), *case])}#{anchor}"
-
-
-def markdown(answer: Answer, lang: str = "en", base: str | None = None) -> str:
-    """The answer as Markdown in `lang`, with French typography in French (code is left alone)."""
-    parts = [_say(*answer.verdict, lang), "", f"**{text('answer.assumptions', lang)}**"]
-    parts += [f"- {_say(code, params, lang)}" for code, params in answer.assumptions]
-    if answer.advice or answer.code:
-        parts += ["", f"**{text('answer.what_to_do', lang)}**"]
-        parts += [f"- {_say(code, params, lang)}" for code, params in answer.advice]
-    if answer.code:
-        parts += ["", f"```{answer.code[0]}", answer.code[1], "```"]
-    command = " ".join(["python", "-m", "calculator", answer.command, *map(shlex.quote, answer.argv)])
-    parts += ["", f"{text('answer.more', lang)} {link_url(answer, lang, base)}", "", text("answer.reproduce", lang), "",
-              "```bash", command, "```"]
-    body = "\n".join(parts) + "\n"
-    if lang == "fr":  # the pages' typography; code blocks and the bare URL are left as they are
-        from calculator.core.typography import french
-
-        body = french(body)
-    return body
 
 
 # ---------------------------------------------------------------- builders, one per command
 
-def _case(data: dict, **values: object) -> tuple[tuple[str, str], ...]:
-    pairs = {"model": data.get("model"), "gpu": data.get("gpu"), **values}
-    return tuple((k, str(v)) for k, v in pairs.items() if v is not None)
-
-
 def _memory_verdict(prefix: str, data: dict, figures: dict) -> tuple[str, dict]:
     if data.get("verdict") is None:
         return f"{prefix}_no_gpu", figures
-    return f"{prefix}_{data['verdict']}", {**figures, "gpu": _card_name(data["gpu"]),
+    return f"{prefix}_{data['verdict']}", {**figures, "gpu": card_name(data["gpu"]),
                                           "usable_bytes": data["usable_bytes"]}
-
-
-def _card_assumption(data: dict) -> tuple[str, dict]:
-    return "card", {"gpu": _card_name(data["gpu"]), "usable_bytes": data["usable_bytes"],
-                    "headroom_bytes": data.get("headroom_bytes", 0)}
 
 
 def estimate(data: dict, argv: tuple[str, ...]) -> Answer:
@@ -134,11 +42,11 @@ def estimate(data: dict, argv: tuple[str, ...]) -> Answer:
     if row.get("verdict") is not None:  # --gpu: the first precision's verdict (estimate.fit_verdict)
         figures.update(rule_bytes=row["rule_of_thumb_bytes"])
         verdict = _memory_verdict("estimate", {**data, "verdict": row["verdict"]}, figures)
-        assumptions.insert(1, _card_assumption(data))
+        assumptions.insert(1, card_assumption(data))
         if row["verdict"] != "fits":
             advice.insert(0, ("do_load_smaller", {}))
     return Answer("estimate", argv, verdict, tuple(assumptions), tuple(advice),
-                  link=("estimator", "estimate", _case(data, dtype=row["dtype"])), figures=figures)
+                  link=("estimator", "estimate", case_pairs(data, dtype=row["dtype"])), figures=figures)
 
 
 def inference(data: dict, argv: tuple[str, ...]) -> Answer:
@@ -151,12 +59,12 @@ def inference(data: dict, argv: tuple[str, ...]) -> Answer:
                                 "attention": data["attention_used"]})]
     advice = []
     if data.get("verdict") is not None:
-        assumptions.insert(1, _card_assumption(data))
+        assumptions.insert(1, card_assumption(data))
         if float16_assumed(data["assumptions"]):  # the card's precision, none asked (verdicts.card_dtype)
-            assumptions.append(("dp_float16", {"gpu": _card_name(data["gpu"])}))
+            assumptions.append(("dp_float16", {"gpu": card_name(data["gpu"])}))
         advice.append(("do_largest", {"largest_batch": data["largest_batch"], "largest_context": data["largest_context"]}))
     advice.append(("do_context_chapter", {}))
-    case = _case(data, dtype=data["dtype"], batch=data["batch"], prompt=data.get("prompt"),
+    case = case_pairs(data, dtype=data["dtype"], batch=data["batch"], prompt=data.get("prompt"),
                  new_tokens=data.get("new_tokens"))
     return Answer("inference", argv, _memory_verdict("inference", data, figures), tuple(assumptions), tuple(advice),
                   link=("memory-estimate", "inference-overhead", case), figures=figures)
@@ -173,7 +81,7 @@ def train(data: dict, argv: tuple[str, ...]) -> Answer:
                        "gpus": data["gpus"], "zero": data["zero_stage"]})]
     advice = []
     if data.get("verdict") is not None:
-        assumptions.insert(1, _card_assumption(data))
+        assumptions.insert(1, card_assumption(data))
         if data["verdict"] != "fits" and data["largest_micro_batch"]:
             advice.append(("do_train_smaller", {"largest": data["largest_micro_batch"]}))
         elif data["verdict"] != "fits":
@@ -181,7 +89,7 @@ def train(data: dict, argv: tuple[str, ...]) -> Answer:
     if "fewest_gpus" in data:  # --gpu: the fewest of these GPUs that hold the step, by strategy
         advice += _fewest_advice(data)
     advice.append(("do_training_chapter", {}))
-    case = _case(data, batch=setup["micro_batch"], sequence=setup["sequence"], method=setup["method"],
+    case = case_pairs(data, batch=setup["micro_batch"], sequence=setup["sequence"], method=setup["method"],
                  precision=setup["precision"], optimizer=setup["optimizer"], checkpointing=setup["checkpointing"])
     verdict, anchor = _memory_verdict("train", data, figures), "zero" if data["zero_stage"] else "training-memory"
     if data["cpu_bytes"]:  # ZeRO-Offload: what each GPU's process keeps in CPU memory
@@ -196,7 +104,7 @@ def train(data: dict, argv: tuple[str, ...]) -> Answer:
 def _fewest_advice(data: dict) -> list[tuple[str, dict]]:
     from calculator.answers.training_json import STRATEGY_LABELS, fewest_pick
 
-    pick, gpu = fewest_pick(data["fewest_gpus"]), _card_name(data["gpu"])
+    pick, gpu = fewest_pick(data["fewest_gpus"]), card_name(data["gpu"])
     advice = [("do_train_fewest", {"gpus": pick["gpus"], "strategy": STRATEGY_LABELS[pick["strategy"]], "gpu": gpu})
               if pick["gpus"] else ("do_train_fewest_none", {"gpu": gpu})]
     if pick["offload_gpus"]:
@@ -210,7 +118,7 @@ def _methods_verdict(data: dict, figures: dict) -> tuple[str, dict]:
     if data.get("verdict") is None:
         return "train_methods", figures
     figures.update({f"{m}_largest": methods[m]["largest_micro_batch"] for m in ("full", "lora", "qlora")})
-    return "train_methods_gpu", {**figures, "gpu": _card_name(data["gpu"]), "usable_bytes": data["usable_bytes"]}
+    return "train_methods_gpu", {**figures, "gpu": card_name(data["gpu"]), "usable_bytes": data["usable_bytes"]}
 
 
 def serve(data: dict, argv: tuple[str, ...]) -> Answer:
@@ -221,7 +129,7 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
         from calculator.core.errors import CalculatorError
 
         raise CalculatorError("answer_llamacpp_serve")
-    figures = {"model": data["model"], "gpus": data["gpus"], "gpu": _card_name(data["gpu"]),
+    figures = {"model": data["model"], "gpus": data["gpus"], "gpu": card_name(data["gpu"]),
                "engine": ENGINE_NAMES[data["engine"]], "kv_pool_bytes": data["kv_pool_bytes_per_gpu"],
                "kv_tokens": data["kv_tokens"], "sequences": data["max_concurrent_sequences"],
                "context": data["context"], "users": data["users"]}
@@ -251,7 +159,7 @@ def serve(data: dict, argv: tuple[str, ...]) -> Answer:
                                               "gpu": figures["gpu"]}))
         layout = {"tensor": best["tensor"], "replicas": best["replicas"]}  # the command starts what it advises
     line = _engine_line(data, layout, vllm_command, sglang_command)
-    case = _case(data, dtype=data["dtype"], context=data["context"], users=data["users"], tensor=data["tensor_parallel"])
+    case = case_pairs(data, dtype=data["dtype"], context=data["context"], users=data["users"], tensor=data["tensor_parallel"])
     return Answer("serve", argv, (f"serve_{data['verdict']}", figures), tuple(assumptions), tuple(advice),
                   ("bash", line), ("serving", "serving-memory", case), figures)
 
@@ -277,50 +185,44 @@ def quantize(data: dict, argv: tuple[str, ...]) -> Answer:
                    ("group_size", {"group_size": data["group_size"]})]
     if data.get("gpu"):
         fitting = [name for name in picked if rows[name].get("fits")]
-        assumptions.insert(1, ("card_total", {"gpu": _card_name(data["gpu"]), "total_bytes": data["gpu_memory_bytes"]}))
-        verdict = ("quantize_fits", {"model": data["model"], "gpu": _card_name(data["gpu"]),
+        assumptions.insert(1, ("card_total", {"gpu": card_name(data["gpu"]), "total_bytes": data["gpu_memory_bytes"]}))
+        verdict = ("quantize_fits", {"model": data["model"], "gpu": card_name(data["gpu"]),
                                      "formats": ", ".join(fitting) or "—", "sizes": sizes})
     else:
         verdict = ("quantize", {"model": data["model"], "sizes": sizes})
     return Answer("quantize", argv, verdict, tuple(assumptions), (("do_quantization_chapter", {}),),
-                  link=("quantization", "formats", _case(data)), figures=figures)
+                  link=("quantization", "formats", case_pairs(data)), figures=figures)
 
 
 def llama_cpp(data: dict, argv: tuple[str, ...]) -> Answer:
     figures = {"model": data["model"], "type": data["type"], "context": data["context"], "ngl": data["ngl"],
-               "gpu": _card_name(data["gpu"]), "gpu_bytes": data["gpu_bytes"], "cpu_bytes": data["cpu_bytes"],
+               "gpu": card_name(data["gpu"]), "gpu_bytes": data["gpu_bytes"], "cpu_bytes": data["cpu_bytes"],
                "tokens_per_second": float(data["tokens_per_second"]), "slowdown": float(data["slowdown"])}
     assumptions = [("model", {"model": data["model"], "model_class": "auto"}),
                    ("llama_setup", {"type": data["type"], "cache_type": data["cache_type"], "context": data["context"],
                                     "limit_bytes": data["limit_bytes"], "cpu_gbs": float(data["cpu_gbs"])})]
     return Answer("llama-cpp", argv, ("llama_cpp", figures), tuple(assumptions), (("do_llama_flags", {}),),
-                  ("bash", data["command"]), ("cpu-offloading", "llama-cpp", _case(data, context=data["context"])),
+                  ("bash", data["command"]), ("cpu-offloading", "llama-cpp", case_pairs(data, context=data["context"])),
                   figures)
 
 
 def offload(data: dict, argv: tuple[str, ...]) -> Answer:
     figures = {"model": data["model"], "dtype": data["dtype"], "total_bytes": data["total_bytes"],
                "gpu_bytes": data["gpu_bytes"], "cpu_bytes": data["cpu_bytes"], "disk_bytes": data["disk_bytes"],
-               "gpu": _card_name(data["gpu"]), "slowdown": float(data["cost"]["slowdown"])}
+               "gpu": card_name(data["gpu"]), "slowdown": float(data["cost"]["slowdown"])}
     assumptions = [("model", {"model": data["model"], "model_class": "auto"}),
                    ("offload_budget", {"gpu_budget_bytes": data["gpu_budget"], "gpu": figures["gpu"],
                                        "quantization": data["quantization"], "link": data["cost"]["link"]})]
     return Answer("offload", argv, ("offload", figures), tuple(assumptions), (("do_offload_code", {}),),
-                  ("python", data["snippet"].rstrip()), ("cpu-offloading", "device-map", _case(data, dtype=data["dtype"])),
+                  ("python", data["snippet"].rstrip()), ("cpu-offloading", "device-map", case_pairs(data, dtype=data["dtype"])),
                   figures)
 
 
 BUILDERS = {"estimate": estimate, "inference": inference, "train": train, "serve": serve, "quantize": quantize,
-            "llama-cpp": llama_cpp, "offload": offload}
+            "llama-cpp": llama_cpp, "offload": offload, **MORE, **OFFLOAD_MULTI}
 
 
 def _builder(command: str):
-    if command not in BUILDERS:  # the time and parallelism commands (answers_parallel imports this module)
-        from calculator.answers.offload_multi import BUILDERS as OFFLOAD_MULTI
-        from calculator.answers.parallel_json import BUILDERS as MORE
-
-        BUILDERS.update(MORE)
-        BUILDERS.update(OFFLOAD_MULTI)
     return BUILDERS[command]
 
 

@@ -7,7 +7,7 @@ this module only picks which one to say and formats nothing itself."""
 
 from __future__ import annotations
 
-from calculator.answers.markdown import Answer, _card_assumption, _card_name, _case
+from calculator.answers.answer import Answer, card_assumption, card_name, case_pairs
 
 VERDICT_ORDER = ("fits", "tight", "too_big")
 
@@ -66,17 +66,17 @@ def multi_gpu_json(model, card, gpus: int, dtype: str, batch: int, context: int)
 # ---------------------------------------------------------------- the answers
 
 def zero_offload(data: dict, argv: tuple[str, ...]) -> Answer:
-    figures = {"model": data["model"], "gpu": _card_name(data["gpu"]), "gpu_offload_bytes": data["gpu_offload_bytes"],
+    figures = {"model": data["model"], "gpu": card_name(data["gpu"]), "gpu_offload_bytes": data["gpu_offload_bytes"],
                "cpu_offload_bytes": data["cpu_offload_bytes"], "gpu_plain_bytes": data["gpu_plain_bytes"],
                "usable_bytes": data["usable_bytes"]}
-    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data),
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), card_assumption(data),
                    ("zo_states", {}),
                    ("zo_step", {"tokens": data["tokens"], "link": data["link"],
                                 "transfer_s": float(data["transfer_seconds"]),
                                 "compute_s": float(data["compute_seconds"])})]
     advice = (("do_zo_hidden" if data["hidden"] else "do_zo_exposed", {"threshold": data["threshold_tokens"]}),
               ("do_zo_config", {}))
-    case = _case(data, zo_tokens=data["tokens"])
+    case = case_pairs(data, zo_tokens=data["tokens"])
     return Answer("zero-offload", argv, (f"zo_{data['verdict']}", figures), tuple(assumptions), advice,
                   ("json", ZERO_OFFLOAD_CONFIG), ("cpu-offloading", "zero-offload", case), figures)
 
@@ -92,7 +92,7 @@ def best_way(data: dict) -> tuple[str, dict]:
 def multi_gpu(data: dict, argv: tuple[str, ...]) -> Answer:
     name, way = best_way(data)
     label = "device_map=\"auto\"" if name == "device_map" else f"DistributedConfig(tp_size={data['gpus']})"
-    figures = {"model": data["model"], "gpu": _card_name(data["gpu"]), "gpus": data["gpus"], "dtype": data["weights_dtype"],
+    figures = {"model": data["model"], "gpu": card_name(data["gpu"]), "gpus": data["gpus"], "dtype": data["weights_dtype"],
                "batch": data["batch"], "context": data["context"], "way": label, "peak_bytes": way["peak_bytes"],
                "usable_bytes": data["usable_bytes"]}
     tp = data["tensor_parallel"]
@@ -103,13 +103,13 @@ def multi_gpu(data: dict, argv: tuple[str, ...]) -> Answer:
     if data["no_tensor_parallel"] == "format":
         peaks = ("mg_peaks_format", {"device_map_peak_bytes": data["device_map"]["peak_bytes"],
                                      "fmt": data["weights_dtype"]})
-    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data), peaks,
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), card_assumption(data), peaks,
                    ("mg_activations", {"activation_bytes": data["activation_bytes"]})]
     if data["weights_source"] == "dequantized":
-        assumptions.append(("mg_dequantized", {"fmt": data["dtype"], "gpu": _card_name(data["gpu"])}))
+        assumptions.append(("mg_dequantized", {"fmt": data["dtype"], "gpu": card_name(data["gpu"])}))
     too_big = way["verdict"] == "too_big"
     advice = (("do_mg_too_big", {}),) if too_big else (("do_mg_code", {}),)
-    case = _case(data, dtype=data["dtype"], svt_gpus=data["gpus"], svt_batch=data["batch"],
+    case = case_pairs(data, dtype=data["dtype"], svt_gpus=data["gpus"], svt_batch=data["batch"],
                  svt_context=data["context"])
     return Answer("multi-gpu", argv, (f"mg_{way['verdict']}", figures), tuple(assumptions), advice,
                   None if too_big else ("python", way["code"]), ("serving", "multi-gpu-inference", case), figures)

@@ -5,7 +5,7 @@ command and for the widget alike, so the page's answer and the CLI's are the sam
 
 from __future__ import annotations
 
-from calculator.answers.markdown import Answer, _card_assumption, _card_name, _case
+from calculator.answers.answer import Answer, card_assumption, card_name, case_pairs
 from calculator.answers.verdicts import card_chose_float16, float16_assumed
 
 
@@ -69,15 +69,15 @@ def _milliseconds(links: dict) -> list[tuple[str, float]]:
 
 
 def tensor_parallel(data: dict, argv: tuple[str, ...]) -> Answer:
-    figures = {"model": data["model"], "degree": data["degree"], "dtype": data["dtype"], "gpu": _card_name(data["gpu"]),
+    figures = {"model": data["model"], "degree": data["degree"], "dtype": data["dtype"], "gpu": card_name(data["gpu"]),
                "per_gpu_bytes": data["per_gpu_bytes"], "replicated_bytes": data["replicated_bytes"],
                "total_bytes": data["total_bytes"], "usable_bytes": data["usable_bytes"]}
-    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data),
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), card_assumption(data),
                    ("tp_forward", {"tokens": data["tokens"], "allreduces": data["allreduces_per_forward"],
                                    "allreduce_bytes": data["allreduce_bytes"],
                                    "links_ms": _milliseconds(data["communication_seconds"])})]
     advice = (("do_tp", {"degree": data["degree"]}), ("do_parallelism_chapter", {}))
-    case = _case(data, dtype=data["dtype"], tp_tokens=data["tokens"], tp_degree=data["degree"])
+    case = case_pairs(data, dtype=data["dtype"], tp_tokens=data["tokens"], tp_degree=data["degree"])
     return Answer("tensor-parallel", argv, (f"tp_{data['verdict']}", figures), tuple(assumptions), advice,
                   link=("parallelism", "tensor-parallelism", case), figures=figures)
 
@@ -88,21 +88,21 @@ def pipeline(data: dict, argv: tuple[str, ...]) -> Answer:
                "largest_bytes": largest["bytes"], "stage": largest["gpu"]}
     assumptions = [("model", {"model": data["model"], "model_class": "auto"}), ("pp_weights", {})]
     if data.get("gpu"):
-        figures.update(gpu=_card_name(data["gpu"]), usable_bytes=data["usable_bytes"])
-        assumptions.insert(1, _card_assumption(data))
+        figures.update(gpu=card_name(data["gpu"]), usable_bytes=data["usable_bytes"])
+        assumptions.insert(1, card_assumption(data))
     if data.get("bubble_fraction") is not None:
         assumptions.append(("pp_bubble", {"micro_batches": data["micro_batches"],
                                           "bubble_percent": round(100 * data["bubble_fraction"], 1)}))
     advice = (("do_pp", {"gpus": data["gpus"]}), ("do_parallelism_chapter", {}))
     verdict = f"pp_{data['verdict']}" if data.get("verdict") else "pp_no_gpu"
-    case = _case(data, dtype=data["dtype"], pp_gpus=data["gpus"])
+    case = case_pairs(data, dtype=data["dtype"], pp_gpus=data["gpus"])
     return Answer("pipeline", argv, (verdict, figures), tuple(assumptions), advice,
                   link=("parallelism", "pipeline-parallelism", case), figures=figures)
 
 
 def data_parallel(data: dict, argv: tuple[str, ...]) -> Answer:
     figures = {"model": data["model"], "samples": data["samples"], "tokens": data["tokens"], "gpus": data["gpus"],
-               "nodes": data["nodes"], "gpu": _card_name(data["gpu"]), "time_duration": data["seconds"],
+               "nodes": data["nodes"], "gpu": card_name(data["gpu"]), "time_duration": data["seconds"],
                "one_gpu_duration": data["one_gpu_seconds"], "speedup": float(data["speedup"])}
     setup = {"gpus_per_node": data["gpus_per_node"], "nodes": data["nodes"], "network": data["network"],
              "dtype": data["dtype"]}
@@ -118,7 +118,7 @@ def data_parallel(data: dict, argv: tuple[str, ...]) -> Answer:
         assumptions.append(("dp_inference_batch", {"batch": data["batch"]}))
         advice = ("do_dp_inference", {"gpus": data["gpus"]})
     verdict = "dp_training" if data["training"] else "dp_inference"
-    case = _case(data, dp_tokens=data["tokens"], dp_train=str(data["training"]).lower(), dp_samples=data["samples"],
+    case = case_pairs(data, dp_tokens=data["tokens"], dp_train=str(data["training"]).lower(), dp_samples=data["samples"],
                  dp_per_node=data["gpus_per_node"], dp_nodes=data["nodes"], dp_network=data["network"])
     return Answer("data-parallel", argv, (verdict, figures), tuple(assumptions), (advice,),
                   link=("slow-model", "data-parallelism", case), figures=figures)
@@ -132,7 +132,7 @@ def speed(data: dict, argv: tuple[str, ...]) -> Answer:
     fitting = [row for row in rows if row["verdict"] == "fits"]
     row = max(fitting, key=lambda r: r["batch"]) if fitting else rows[0]
     generates = data["sequence"] is None
-    figures = {"model": data["model"], "gpu": _card_name(data["gpu"]), "dtype": first, "batch": row["batch"],
+    figures = {"model": data["model"], "gpu": card_name(data["gpu"]), "dtype": first, "batch": row["batch"],
                "largest_batch": data["largest_batch"][first], "items_per_second": float(row["items_per_second"])}
     if generates:
         figures.update(tokens_per_second=float(row["tokens_per_second"]),
@@ -143,12 +143,12 @@ def speed(data: dict, argv: tuple[str, ...]) -> Answer:
     verdict = ("speed_generation" if generates else "speed_forward") + ("" if fitting else "_too_big")
     lengths = ("speed_lengths", {"prompt": data["prompt"], "new_tokens": data["new_tokens"]}) if generates \
         else ("speed_forward_lengths", {"tokens": data["sequence"]})
-    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data), lengths,
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), card_assumption(data), lengths,
                    ("speed_roofline", {"workload": data["workload"]})]
     if float16_assumed(data["assumptions"]):
         assumptions.append(("dp_float16", {"gpu": figures["gpu"]}))  # the card's default, as data-parallel says it
     advice = (("do_speed", {"largest_batch": figures["largest_batch"]}),)
-    case = _case(data, dtype=first, batch=row["batch"], prompt=data["prompt"], new_tokens=data["new_tokens"])
+    case = case_pairs(data, dtype=first, batch=row["batch"], prompt=data["prompt"], new_tokens=data["new_tokens"])
     return Answer("speed", argv, (verdict, figures), tuple(assumptions), advice,
                   link=("slow-model", "batch-size", case), figures=figures)
 
@@ -158,14 +158,14 @@ def _speed_by_dtype(data: dict, argv: tuple[str, ...]) -> Answer:
     generates = data["sequence"] is None
     rate = "tokens_per_second" if generates else "items_per_second"
     rows, batch = data["rows"], data["rows"][0]["batch"]
-    figures = {"model": data["model"], "gpu": _card_name(data["gpu"]), "batch": batch,
+    figures = {"model": data["model"], "gpu": card_name(data["gpu"]), "batch": batch,
                "token_rates" if generates else "item_rates": [(row["dtype"], float(row[rate])) for row in rows],
                "fitting": ", ".join(row["dtype"] for row in rows if row["verdict"] == "fits") or "—"}
     lengths = ("speed_lengths", {"prompt": data["prompt"], "new_tokens": data["new_tokens"]}) if generates \
         else ("speed_forward_lengths", {"tokens": data["sequence"]})
-    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), _card_assumption(data), lengths,
+    assumptions = [("model", {"model": data["model"], "model_class": "auto"}), card_assumption(data), lengths,
                    ("speed_roofline", {"workload": data["workload"]})]
-    case = _case(data, batch=batch, prompt=data["prompt"], new_tokens=data["new_tokens"])
+    case = case_pairs(data, batch=batch, prompt=data["prompt"], new_tokens=data["new_tokens"])
     verdict = "speed_dtypes_generation" if generates else "speed_dtypes_forward"
     return Answer("speed", argv, (verdict, figures), tuple(assumptions), (("do_speed_dtypes", {}),),
                   link=("slow-model", "precision", case), figures=figures)

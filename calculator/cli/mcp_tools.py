@@ -13,7 +13,7 @@ Bounded like the web page: a model is a catalog name or a Hub id (never a local 
 same bounded resolution as the CLI, calculator/models/seam.py, with allow_local False), remote code
 never runs (the server forbids it process-wide, seam.forbid_remote_code), the read tool takes
 the text itself (never a file), and argument values are length-capped. The `mcp` SDK is imported
-by calculator/cli/commands/mcp.py only, so no other command pays for it.
+by calculator/cli/mcp_server.py only, so no other command pays for it.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ DEFAULT_GUIDE_URL = "http://localhost:8501"
 
 @functools.lru_cache(maxsize=1)
 def _parser() -> argparse.ArgumentParser:
-    """The CLI's parser, built once per process: calls only read it."""
-    from calculator.cli.main import build_parser
+    """The commands' parser, built once per process: calls only read it."""
+    from calculator.cli.parser import build_parser
 
     return build_parser()
 
@@ -203,7 +203,7 @@ def _namespace(command: str, parser: argparse.ArgumentParser, arguments: dict) -
 
 def call(name: str, arguments: dict | None) -> dict:
     """The tool's answer: the command's JSON, with `guide_link`. Refusals raise CalculatorError."""
-    from calculator.cli.main import _refuse_empty_values
+    from calculator.cli.parser import refuse_empty_values
 
     if name not in TOOLS:
         raise CalculatorError("mcp_unknown_tool", name=str(name)[:40], choices=", ".join(TOOLS))
@@ -212,7 +212,7 @@ def call(name: str, arguments: dict | None) -> dict:
     arguments = dict(arguments or {})
     command, slug, anchor, _ = TOOLS[name]
     args = _namespace(command, _subparsers()[command], arguments)
-    _refuse_empty_values(args, _parser())
+    refuse_empty_values(args, _parser())
     if command == "read":
         text = arguments.get("text")
         if not isinstance(text, str):

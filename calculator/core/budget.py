@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 import math
 
+from calculator.core.units import MIB
 from calculator.core.gpus import Gpu
 
-MIB = 2**20
 BLOCK_BYTES = 512  # kMinBlockSize: every block is rounded up to it
 MIN_LARGE_ALLOC = 10 * MIB  # kMinLargeAlloc: smaller requests share 2 MiB or 20 MiB segments...
 ROUND_LARGE_BYTES = 2 * MIB  # kRoundLarge: ...larger ones get a segment rounded up to 2 MiB

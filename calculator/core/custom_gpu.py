@@ -31,16 +31,16 @@ def is_custom(text: str) -> bool:
     return text.startswith("custom:") or bool(_SIZE.fullmatch(text))
 
 
-def custom_gpu(text: str):
-    """The card `text` describes, or CalculatorError("bad_custom_gpu") in the reader's terms."""
-    from calculator.core.gpus import gpus, reservation_mib, vendor
-
+def custom_gpu(text: str, cards, reservation_mib):
+    """The card `text` describes, or CalculatorError("bad_custom_gpu") in the reader's terms.
+    `cards`: the catalog's cards (it lends its speeds); `reservation_mib(card)`: what the driver
+    keeps of such a card's total (both from calculator/core/gpus.py, which calls this)."""
     size_bytes, bandwidth = parse_custom(text)
     memory_mib = max(1, size_bytes // 2**20)
-    lender = min((c for c in gpus().values() if c.group in LENDING_GROUPS),
+    lender = min((c for c in cards if c.group in LENDING_GROUPS),
                  key=lambda c: (abs(c.memory_mib - memory_mib), c.memory_mib))
     key = custom_key(size_bytes, bandwidth)
-    reserved = reservation_mib(lender.architecture, vendor(lender))
+    reserved = reservation_mib(lender)
     return replace(lender, key=key, name=f"GPU {key}", nominal=key.removeprefix("custom:"),
                    memory_mib=memory_mib, torch_total_mib=max(1, memory_mib - reserved),
                    bandwidth_gbs=bandwidth or lender.bandwidth_gbs, group="custom", total_basis="custom",

@@ -10,6 +10,7 @@ from pathlib import Path
 import statistics
 import tomllib
 
+from calculator.core.custom_gpu import custom_gpu, is_custom
 from calculator.core.errors import CalculatorError
 
 GPU_FILE = Path(__file__).resolve().parent / "gpus.toml"
@@ -158,10 +159,8 @@ def gpu(key: str) -> Gpu:
     if isinstance(key, str) and key in cards:
         return cards[key]
     text = str(key).strip()[:80] if isinstance(key, str) else ""
-    from calculator.core.custom_gpu import custom_gpu, is_custom
-
     if is_custom(text):
-        return custom_gpu(text)
+        return custom_gpu(text, cards.values(), lambda card: reservation_mib(card.architecture, vendor(card)))
     spellings = _spellings()
     found = spellings.get(_spelling(text)) or spellings.get(_without_makers(_spelling(text)))
     if found is None:  # an ambiguous name ("A100": 40 or 80 GB?) lists the cards it could mean

@@ -11,6 +11,8 @@ DECIMAL = ("B", "kB", "MB", "GB", "TB", "PB")
 # French writes o (octet) for B.
 _FRENCH_UNITS = {"B": "o", "KiB": "Kio", "MiB": "Mio", "GiB": "Gio", "TiB": "Tio", "PiB": "Pio",
                  "kB": "ko", "MB": "Mo", "GB": "Go", "TB": "To", "PB": "Po"}
+# The units every module counts in, defined here once.
+MIB = 2**20
 GIB = 2**30
 GB = 10**9
 

@@ -43,6 +43,7 @@ import math
 from calculator.core.errors import CalculatorError
 from calculator.core.gpus import Gpu
 from calculator.memory.quantization import FORMATS, gguf_bytes, gguf_head_type, is_router
+from calculator.distributed.gguf_layout import GgufLayout
 
 GGUF_TYPES = tuple(f.key for f in FORMATS if f.family == "gguf")
 # --cache-type-k / --cache-type-v that llama.cpp accepts (common/arg.cpp kv_cache_types): values per
@@ -103,43 +104,6 @@ def bytes_per_value(cache_type: str) -> float:
     """Bytes one cached number takes in a cache type, its block's scale included."""
     per_block, size = CACHE_TYPES[check_cache_type(cache_type)]
     return size / per_block
-
-
-@dataclass(frozen=True)
-class GgufLayout:
-    """The model as llama.cpp holds it in one GGUF type for one context: bytes per slot."""
-
-    type: str
-    head_type: str
-    cache_type: str
-    context: int  # as asked (-c)
-    cells: int  # KV cells of a full-attention layer: -c padded to 256
-    layer_bytes: tuple[int, ...]  # weights of each repeating layer, in order
-    kv_bytes: tuple[int, ...]  # K and V of each layer for the context
-    input_bytes: int  # token embeddings: always in CPU memory
-    output_bytes: int  # the output matrix (or its copy of tied embeddings) and the final norm
-    logits_buffer_bytes: int  # the compute buffer where the output layer runs
-    layers_buffer_bytes: int  # the compute buffer of the layers' own work
-    tied_copy_bytes: int = 0  # the output slot's copy of tied embeddings (not in the file)
-    layer_read_bytes: tuple[int, ...] = ()  # what one token reads of each layer (MoE: its experts only)
-    expert_bytes: tuple[int, ...] = ()  # the routed experts' tensors (ffn_*_exps) of each layer (MoE)
-    expert_read_bytes: tuple[int, ...] = ()  # what one token reads of them (experts_per_token of experts)
-
-    @property
-    def layers(self) -> int:
-        return len(self.layer_bytes)
-
-    @property
-    def file_bytes(self) -> int:
-        """The weights as the GGUF file stores them (a tied output matrix is stored once)."""
-        return self.input_bytes + sum(self.layer_bytes) + self.output_bytes - self.tied_copy_bytes
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data.update(layer_bytes=list(self.layer_bytes), kv_bytes=list(self.kv_bytes), layers=self.layers,
-                    layer_read_bytes=list(self.layer_read_bytes), file_bytes=self.file_bytes,
-                    expert_bytes=list(self.expert_bytes), expert_read_bytes=list(self.expert_read_bytes))
-        return data
 
 
 def _spread(total: int, parts: int) -> tuple[int, ...]:

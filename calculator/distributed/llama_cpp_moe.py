@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from calculator.distributed.llama_cpp import GgufLayout
+from calculator.distributed.gguf_layout import GgufLayout
 
 
 @dataclass(frozen=True)

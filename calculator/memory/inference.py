@@ -33,7 +33,7 @@ from calculator.core.errors import CalculatorError, Grouped
 from calculator.core.precision import FLOAT_DTYPES, bytes_per_param, normalize_dtype
 from calculator.core.search import largest_fitting  # noqa: F401 (also imported from here)
 from calculator.models.summary import ModelSummary
-from calculator.memory.workloads import is_speech
+from calculator.memory.workloads import can_generate, is_speech
 
 ATTENTION = ("sdpa", "eager")
 MODES = ("generate", "loglikelihood", "forward")
@@ -115,11 +115,6 @@ def check_encoder_tokens(spec: ArchSpec, tokens: int | None) -> int | None:
     if limit and tokens > limit:
         raise CalculatorError("context_too_long", tokens=tokens, limit=limit)
     return tokens
-
-
-def can_generate(spec: ArchSpec) -> bool:
-    """A decoder or an encoder-decoder produces tokens, unless its class is a classifier."""
-    return spec.has_kv_cache and spec.head != "classifier"
 
 
 def default_mode(spec: ArchSpec) -> str:

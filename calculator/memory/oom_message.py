@@ -37,12 +37,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import re
 
+from calculator.core.units import GIB
 from calculator.core.limits import MAX_EVIDENCE_BYTES
 
 # As much as the evidence reader takes: a message followed by a long traceback (or a log) is read
 # whole. Every pattern below is bounded, so reading all of it stays linear.
 MAX_CHARS = MAX_EVIDENCE_BYTES
-GIB = 2**30
 
 _SIZE = r"(\d{1,7}(?:[.,]\d{1,4})?)\s{0,3}(bytes|byte|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB|kB)"
 _UNITS = {"bytes": 1, "byte": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,

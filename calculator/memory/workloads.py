@@ -35,11 +35,14 @@ def is_speech(spec: ArchSpec) -> bool:
     return spec.kind == "encoder-decoder" and spec.model_type in SPEECH_MODEL_TYPES
 
 
+def can_generate(spec: ArchSpec) -> bool:
+    """A decoder or an encoder-decoder produces tokens, unless its class is a classifier."""
+    return spec.has_kv_cache and spec.head != "classifier"
+
+
 def workloads_for(spec: ArchSpec) -> tuple[str, ...]:
     """What this model can run: a forward pass always; generation for a decoder with an LM
     head; seq2seq or speech for an encoder-decoder; vision for an image encoder."""
-    from calculator.memory.inference import can_generate
-
     if spec.kind == "vision":
         return ("vision",)
     if spec.kind == "encoder-decoder":

@@ -39,7 +39,6 @@ from calculator.core.precision import FLOAT_DTYPES, normalize_dtype
 from calculator.memory.quantization import is_router
 from calculator.models.summary import ModelSummary
 
-GIB = 2**30
 BLOCK_TOKENS = 16  # vLLM's default block size on CUDA (platforms/cuda.py)
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 ENGINES = ("vllm", "sglang")

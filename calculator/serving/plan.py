@@ -23,10 +23,8 @@ from calculator.memory.inference import check_positions, inference_memory, kv_by
 from calculator.memory.quantization import is_format, quant_format
 from calculator.distributed.parallel import check_degree, pipeline_split, tensor_parallel
 from calculator.core import limits
-from calculator.serving.engines import (BLOCK_TOKENS, allocator_rounding_bytes, GIB, MAX_TENSOR, check_count,
-                                        check_engine, check_fraction, concurrency, experts_bytes_per_gpu,
-                                        kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu,
-                                        max_sequences, pool_blocks, pool_tokens, sequence_blocks, weights_per_gpu)
+from calculator.serving.engines import (BLOCK_TOKENS, allocator_rounding_bytes, MAX_TENSOR, check_count, check_engine, check_fraction, concurrency, experts_bytes_per_gpu, kv_bytes_per_token_per_gpu, kv_element_bytes, kv_groups, kv_heads_per_gpu, max_sequences, pool_blocks, pool_tokens, sequence_blocks, weights_per_gpu)
+from calculator.core.units import GIB
 from calculator.serving.vllm import (VLLM_CURRENT, VLLM_UTILIZATIONS, cuda_graph_bytes, default_limits,
                                      non_torch_bytes, profile_peak)
 from calculator.serving.sglang import SGLANG_START_BYTES, pool_cell_bytes, sglang_fraction

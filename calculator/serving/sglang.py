@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import math
 
-from calculator.serving.engines import GIB
+from calculator.core.units import MIB, GIB
 
 SGLANG_CURRENT = "0.5.21"
 SGLANG_LEGACY = "0.4.6"
 SGLANG_VERSIONS = (SGLANG_CURRENT, SGLANG_LEGACY)
 SGLANG_VERSION = SGLANG_CURRENT
-MIB = 2**20
 # - SGLang measures the free memory once CUDA and NCCL are up, before the weights: the card's
 #   total less about 0.4 GiB (78.81 of 79.19 GiB on an H100, 21.63 of 22.04 GiB on an L4).
 SGLANG_START_BYTES = round(0.4 * GIB)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from calculator.core.errors import CalculatorError
 from calculator.models.architecture import ArchSpec
-from calculator.serving.engines import GIB, compute_bytes, kv_heads_per_gpu
+from calculator.serving.engines import compute_bytes, kv_heads_per_gpu
+from calculator.core.units import GIB
 
 # vLLM's accounting: the current one by default, 0.19's (the release of the published logs
 # bench/data/serving_logs.json compares against) on request. What changed in between, read in

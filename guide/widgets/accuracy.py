@@ -7,12 +7,12 @@ from __future__ import annotations
 import streamlit as st
 
 from bench import RESULTS_DIR
+from calculator.core.units import MIB
 from calculator.answers.accuracy import KINDS, ResultRow, ResultRun, latest_runs, summarize
 from guide.charts import Drawing, base_layout, show_chart
 from guide.format import format_bytes, format_number, format_percent
 from guide.widgets import Context, Param, Widget
 
-MIB = 2**20
 COLORS = {"load": "#3366cc", "inference": "#ff9900", "training": "#109618"}
 SYMBOLS = {"development": "circle", "check": "diamond"}
 

@@ -12,7 +12,8 @@ from calculator.core.budget import Budget
 from calculator.core.errors import CalculatorError
 from calculator.training import ATTENTION, CHECKPOINTING, activation_model, korthikanti_layer_bytes, \
     largest_micro_batch, training_memory
-from guide.charts import GIB, Drawing, base_layout, capacity_line, show_chart
+from guide.charts import Drawing, base_layout, capacity_line, show_chart
+from calculator.core.units import GIB
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param, show_error
 from guide.inputs.training import positions_note, softcap_caveat, training_case

@@ -8,7 +8,8 @@ import streamlit as st
 from calculator.core.budget import Budget, readings_of
 from calculator.memory.inference import inference_memory
 from calculator.answers.verdicts import largest_context_answer
-from guide.charts import GIB, Drawing, base_layout, capacity_line, mark_line, show_chart
+from guide.charts import Drawing, base_layout, capacity_line, mark_line, show_chart
+from calculator.core.units import GIB
 from guide.format import format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param
 from guide.inputs.common import case_inputs, readings_row

@@ -12,7 +12,8 @@ from calculator.distributed.offload import QUANTIZATIONS, compact_map, default_g
 from calculator.distributed.offload_plan import plan_config
 from calculator.core.precision import FLOAT_DTYPES
 from calculator.answers.verdicts import card_chose_float16, compute_dtype_for, offload_limits
-from guide.charts import GIB, Drawing, base_layout, show_chart
+from guide.charts import Drawing, base_layout, show_chart
+from calculator.core.units import GIB
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, show_error
 from guide.inputs.common import case_inputs, tokens_input, url_choice

@@ -15,7 +15,8 @@ from calculator.core.gpus import gpus
 from calculator.models.seam import Model, catalog_model, resolve, resolve_upload
 from calculator.core.precision import DEFAULT_DTYPES
 from guide.case import dtype_choices
-from guide.charts import GIB, Drawing, base_layout, capacity_line, show_chart
+from guide.charts import Drawing, base_layout, capacity_line, show_chart
+from calculator.core.units import GIB
 from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget, answer_with, gpu_param, share_note, show_error
 from guide.widgets import gpu_name

@@ -10,7 +10,8 @@ import streamlit as st
 from calculator.core.errors import CalculatorError
 from calculator.memory.oom_case import case_lines, read_against_case
 from calculator.memory.oom_message import Reading, read
-from guide.charts import GIB, Drawing, base_layout, show_chart
+from guide.charts import Drawing, base_layout, show_chart
+from calculator.core.units import GIB
 from guide.format import escape_markdown, format_bytes, format_count
 from guide.widgets import Context, Param, Widget
 

@@ -10,7 +10,8 @@ from calculator.memory.estimate import fit_verdict, weight_rounding
 from calculator.core.precision import rule_of_thumb_bytes
 from calculator.memory.quantization import ladder
 from calculator.memory.speed import decode_step
-from guide.charts import GIB, Drawing, base_layout, capacity_line, show_chart
+from guide.charts import Drawing, base_layout, capacity_line, show_chart
+from calculator.core.units import GIB
 from guide.format import format_bytes, format_number
 from guide.widgets import Context, Param, Widget, gpu_param
 from guide.inputs.common import case_inputs

@@ -1,4 +1,4 @@
-"""`mcp [--http PORT]`: the calculator's answers as Model Context Protocol tools, over stdio (an
+"""`mcp [--http PORT]` (registered by calculator/cli/main.py, after the commands it serves): the calculator's answers as Model Context Protocol tools, over stdio (an
 assistant starts it as a subprocess) or streamable HTTP bound to 127.0.0.1. The tools and their
 answers are calculator/cli/mcp_tools.py's; this module only speaks the protocol, with the official
 `mcp` SDK, imported here and nowhere else so the other commands do not load it."""
