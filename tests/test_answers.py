@@ -99,10 +99,10 @@ def test_answers_state_the_verdict_of_the_engine():
     data = json.loads(cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--users", "64",
                           "--json").stdout)
     assert data["max_concurrent_sequences"] < 64 and not data["fits"]  # 54 sequences of 8,192 tokens
-    assert "64 user(s) do **not fit**" in serve and "vllm serve meta-llama/Llama-3.1-8B" in serve
+    assert "64 users do **not fit**" in serve and "vllm serve meta-llama/Llama-3.1-8B" in serve
     best = min((lay for lay in data["layouts"] if lay["gpus"]), key=lambda lay: lay["gpus"])
     assert f"Fewest GPUs for these users: {best['gpus']} × NVIDIA H100 SXM" in serve
-    assert "32 user(s) **fit**" in cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--users", "32",
+    assert "32 users **fit**" in cli("serve", "llama-3.1-8b", "--gpu", "h100", "--context", "8192", "--users", "32",
                                        "--markdown").stdout
     link = re.search(r"(http://\S+)", serve).group(1)
     for pair in ("model=llama-3.1-8b", "gpu=h100", "dtype=bfloat16", "context=8192", "users=64", "tensor=1"):

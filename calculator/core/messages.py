@@ -3,6 +3,11 @@
 One folder per language, the same files and keys in each (a test checks it): one file per
 widget or topic, so chapters add strings without touching each other's. The CLI speaks
 English; the guide picks the reader's language. Keys are dotted: "error.unknown_dtype".
+
+A word that agrees with a number is written `{name|one form|other form}`: the form is the one
+CLDR's plural rule of the language gives for the value of `name` (Babel's data), so English
+says "1 sequence" and "2 sequences", French "0 séquence", "1,5 heure" and "2 séquences"; never
+"sequence(s)". The forms may hold more than the noun ("{users|user **fits**|users **fit**}").
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+import re
 import tomllib
 
 LANGUAGES: tuple[str, ...] = ("en", "fr")
@@ -60,11 +66,47 @@ def catalog(lang: str) -> dict[str, str]:
     return merged
 
 
+PLURAL = re.compile(r"\{(\w{1,40})\|([^{}|]{1,80})\|([^{}|]{1,80})\}")
+
+
+@cache
+def _plural_rule(lang: str):
+    from babel import Locale
+
+    return Locale.parse(lang if lang in LANGUAGES else DEFAULT_LANGUAGE).plural_form
+
+
+def quantity(value: object) -> float | None:
+    """The number a placeholder's value stands for: a number, a Grouped count, or a number as
+    the pages write it ("1,024", "1 024", "1,5" in French); None when it is none."""
+    value = getattr(value, "value", value)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    digits = re.sub(r"[\s\u00a0\u202f]", "", str(value))
+    if re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", digits):
+        digits = digits.replace(",", "")
+    try:
+        return float(digits.replace(",", "."))
+    except ValueError:
+        return None
+
+
+def agree(template: str, lang: str, params: dict) -> str:
+    """`template` with each {name|one|other} written in the form its number takes in `lang`."""
+    def form(match: re.Match) -> str:
+        number = quantity(params.get(match[1]))
+        return match[2] if number is not None and _plural_rule(lang)(number) == "one" else match[3]
+
+    return PLURAL.sub(form, template) if "|" in template else template
+
+
 def text(key: str, lang: str = DEFAULT_LANGUAGE, /, **params: object) -> str:
     """One UI string with its {placeholders} filled in. A missing key shows the key itself."""
     template = catalog(lang).get(key)
     if template is None:
         template = catalog(DEFAULT_LANGUAGE).get(key, key)
-    message = template.format(**params) if params else template
+    message = agree(template, lang, params).format(**params) if params else template
     finish = _FINISHERS.get(lang)
     return finish(message) if finish and not key.startswith(_UNFINISHED) else message
