@@ -20,6 +20,11 @@ def guide_base() -> str | None:
 
 def answer_box(ctx, answer: Answer) -> None:
     answer = replace(answer, link=(ctx.slug, ctx.anchor, answer.link[2]))  # the section the reader is on
+    answer_text_box(ctx, markdown(answer, ctx.lang, guide_base()))
+
+
+def answer_text_box(ctx, written: str) -> None:
+    """The "Copy as answer" popover around an answer already written in the reader's language."""
     with st.popover(ctx.t("answer.title"), icon=":material/content_copy:"):
         st.caption(ctx.t("answer.help"))
-        st.code(markdown(answer, ctx.lang, guide_base()), language="markdown", wrap_lines=True)
+        st.code(written, language="markdown", wrap_lines=True)

@@ -5,6 +5,8 @@ serving engine, and wrong, truncated or hostile input refused cleanly and quickl
 from __future__ import annotations
 
 from pathlib import Path
+import re
+import shlex
 import subprocess
 import time
 import tomllib
@@ -390,3 +392,25 @@ def test_memory_held_by_a_listed_process_is_not_called_someone_elses():
         from calculator.core.messages import text
 
         assert "4242" in text("evidence.do_gpu_held_by", lang, index=0, used_bytes="15.20 GiB", pids="4242")
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_read_answers_in_the_readers_language_and_as_an_answer_to_paste(lang, tmp_path):
+    log = b"GPU KV cache size: 443,328 tokens\n"
+    case = ("--model", "llama-3.1-8b", "--gpu", "h100")
+    plain_text = run_cli(*case, "--lang", lang, stdin=log)
+    assert plain_text.returncode == 0, plain_text.stderr
+    english = ("Read as", "What to do", "figure", "Units:")
+    assert all(word in plain_text.stdout for word in english) == (lang == "en")
+    assert ("Lu comme" in plain_text.stdout) == (lang == "fr")
+    answer = run_cli(*case, "--markdown", "--lang", lang, stdin=log)
+    assert answer.returncode == 0, answer.stderr
+    link = re.search(r"(http://\S+engine-settings)", answer.stdout).group(1)
+    assert f"lang={lang}" in link and "model=llama-3.1-8b" in link and "gpu=h100" in link
+    assert "](serving#" not in answer.stdout  # the guide's links are whole addresses
+    command = re.findall(r"```bash\n(.*?)\n```", answer.stdout, re.S)[-1]
+    assert command == "python -m calculator read pasted.txt --model llama-3.1-8b --gpu h100"
+    (tmp_path / "pasted.txt").write_bytes(log)  # the reader saves what they pasted, and reads it again
+    again = run_cli(str(tmp_path / "pasted.txt"), *shlex.split(command)[5:], "--markdown", "--lang", lang)
+    strip = lambda text: re.sub(r"```bash\n.*?\n```", "", text, flags=re.S)  # noqa: E731
+    assert strip(again.stdout) == strip(answer.stdout)

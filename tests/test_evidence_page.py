@@ -33,3 +33,27 @@ def test_an_unreadable_paste_gets_a_french_notice():
     at = open_page("oom", "fr", ev_text="bonjour, mon modèle est lent")
     assert not at.exception
     assert any("n'est rien de ce que le lecteur connaît" in e.value or "n’est rien" in e.value for e in at.error)
+
+
+def test_the_page_reading_has_an_answer_to_paste_that_the_cli_gives_again(tmp_path):
+    """The evidence box's "Copy as answer": its command, run on the same text, gives the same
+    answer (its link aside: the page links to the section the reader is on)."""
+    import re
+    import shlex
+
+    from tests.cli_runner import run_cli
+
+    log = "INFO [kv_cache_utils.py:1733] GPU KV cache size: 443,328 tokens"
+    for lang in ("en", "fr"):
+        at = open_page("serving", lang, model="llama-3.1-8b", gpu="h100", ev_text=log)
+        assert not at.exception
+        answer = next(block.value for block in at.code if block.language == "markdown" and " read " in block.value)
+        command = re.findall(r"```bash\n(.*?)\n```", answer, re.S)[-1]
+        assert command == "python -m calculator read pasted.txt --model llama-3.1-8b --gpu h100"
+        assert f"lang={lang}" in answer and "#engine-settings" in answer
+        saved = tmp_path / "pasted.txt"  # the reader saves the text they pasted
+        saved.write_text(log)
+        argv = [str(saved) if word == "pasted.txt" else word for word in shlex.split(command)[3:]]
+        again = run_cli(*argv, "--markdown", "--lang", lang)
+        cli_answer = again.stdout.replace(str(saved), "pasted.txt")
+        assert re.sub(r"https?://\S+", "LINK", cli_answer).strip() == re.sub(r"https?://\S+", "LINK", answer).strip()

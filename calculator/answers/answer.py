@@ -70,11 +70,17 @@ def card_name(key: str | None) -> str:
     return gpus()[key].name if key in gpus() else str(key)
 
 
-def link_url(answer: Answer, lang: str, base: str | None = None) -> str:
-    """The section's address with every case value; `base`: the guide's (GUIDE_URL by default)."""
-    slug, anchor, case = answer.link
+def section_link(slug: str, anchor: str, case: tuple[tuple[str, str], ...], lang: str, base: str | None = None) -> str:
+    """A section's address with the case values written out; `base`: the guide's (GUIDE_URL by
+    default)."""
     base = (base or os.environ.get("GUIDE_URL", DEFAULT_GUIDE_URL)).rstrip("/")
     return f"{base}/{slug}?{urlencode([('lang', lang), *case])}#{anchor}"
+
+
+def link_url(answer: Answer, lang: str, base: str | None = None) -> str:
+    """The answer's section with every case value."""
+    slug, anchor, case = answer.link
+    return section_link(slug, anchor, case, lang, base)
 
 
 def markdown(answer: Answer, lang: str = "en", base: str | None = None) -> str:

@@ -7,6 +7,7 @@ the page sets to its Markdown escaper."""
 from __future__ import annotations
 
 from collections.abc import Callable
+import re
 
 from calculator.core.errors import CalculatorError
 from calculator.answers.evidence import Evidence
@@ -95,3 +96,67 @@ def lines(evidence: Evidence, comparison: Comparison, lang: str,
     if any(f.code == "do_oom_causes" for f in comparison.advice):
         advice = cause_sentences(evidence, lang) + advice
     return found, advice
+
+
+# The guide section that explains each kind (a support answer links there).
+SECTIONS = {"oom-message": ("oom", "oom-message"), "nvidia-smi": ("oom", "find-memory"),
+            "memory-summary": ("oom", "find-memory"), "accelerate-estimate": ("memory-estimate", "units"),
+            "vllm-log": ("serving", "engine-settings"), "sglang-log": ("serving", "engine-settings")}
+
+
+def section_of(kind: str) -> tuple[str, str]:
+    return SECTIONS.get(kind, ("serving", "engine-settings"))
+
+
+# The case options of `read`, in the order its command line writes them, and their defaults.
+READ_CASE = (("model", "--model"), ("gpu", "--gpu"), ("dtype", "--dtype"), ("context", "--context"),
+             ("tensor", "--tensor"), ("engine_version", "--engine-version"))
+READ_DEFAULTS = {"dtype": "bfloat16"}
+
+
+def read_command(source: str, case: dict, kind: str | None = None) -> str:
+    """`python -m calculator read SOURCE ...` with the case values that are not the defaults: the
+    one command line the CLI and the page give to read a text again."""
+    import shlex
+
+    words = ["python", "-m", "calculator", "read", source]
+    for name, flag in READ_CASE:
+        value = case.get(name)
+        if value is not None and value != READ_DEFAULTS.get(name):
+            words += [flag, str(value)]
+    if kind:
+        words += ["--kind", kind]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+_GUIDE_LINK = re.compile(r"\]\(([a-z][a-z-]{0,40})#([a-z][a-z-]{0,40})\)")
+
+
+def _absolute(line: str, lang: str) -> str:
+    """A sentence's links to the guide's sections ("[units](memory-estimate#units)") as full
+    addresses, so they open from wherever the answer is pasted."""
+    from calculator.answers.answer import section_link
+
+    return _GUIDE_LINK.sub(lambda m: f"]({section_link(m[1], m[2], (), lang)})", line)
+
+
+def answer_markdown(evidence: Evidence, comparison: Comparison, lang: str, link: str, command: str) -> str:
+    """The reading as an answer to paste, in `lang`: what the text is, its figures, what the
+    comparison with the case found, what to do, the section's link and the command that reads
+    it again. French answers get the pages' typography (the command is left as it is)."""
+    found, advice = lines(evidence, comparison, lang)
+    found, advice = [_absolute(line, lang) for line in found], [_absolute(line, lang) for line in advice]
+    parts = [text("evidence.md_read_as", lang, kind=kind_name(evidence.kind, lang)), ""]
+    parts += [f"- {label}: {value}" if lang == "en" else f"- {label} : {value}"
+              for label, value in figure_rows(evidence, lang)]
+    parts += [f"- {line}" for line in found]
+    if advice:
+        parts += ["", f"**{text('answer.what_to_do', lang)}**"] + [f"- {line}" for line in advice]
+    parts += ["", f"{text('answer.more', lang)} {link}", "", text("answer.reproduce", lang), "",
+              "```bash", command, "```"]
+    body = "\n".join(parts) + "\n"
+    if lang == "fr":
+        from calculator.core.typography import french
+
+        body = french(body)
+    return body

@@ -23,10 +23,8 @@ import contextlib
 import functools
 import io
 import json
-import os
 import sys
 import threading
-from urllib.parse import urlencode
 
 from calculator.core.errors import CalculatorError
 
@@ -51,13 +49,10 @@ TOOLS = {
     "catalog": ("catalog", "estimator", "estimate", "The bundled models (names usable as model)."),
     "gpus": ("gpus", "memory-estimate", "units", "The GPU cards (keys usable as gpu) and their memory."),
 }
-READ_PAGES = {"oom-message": ("oom", "oom-message"), "nvidia-smi": ("oom", "find-memory"),
-              "memory-summary": ("oom", "find-memory"), "accelerate-estimate": ("memory-estimate", "units")}
-HIDDEN = {"help", "json", "trust_remote_code", "file", "units", "run", "markdown", "lang"}  # never offered to a client
+HIDDEN = {"help", "json", "trust_remote_code", "file", "units", "run", "markdown", "read_markdown", "lang"}  # never offered to a client
 CASE_NAMES = ("model", "gpu", "dtype", "batch", "prompt", "new_tokens", "sequence", "context", "users", "tensor")
 MAX_VALUE = 200  # characters of one argument value (the read tool's text has the reader's own cap)
 MAX_LIST = 16
-DEFAULT_GUIDE_URL = "http://localhost:8501"
 
 
 @functools.lru_cache(maxsize=1)
@@ -223,7 +218,9 @@ def call(name: str, arguments: dict | None) -> dict:
         args.run(args)
     result = json.loads(printed.getvalue())
     if command == "read":
-        slug, anchor = READ_PAGES.get(result.get("kind"), (slug, anchor))
+        from calculator.answers.evidence_text import section_of
+
+        slug, anchor = section_of(result.get("kind"))
     case = {key: getattr(args, key) for key in CASE_NAMES if getattr(args, key, None) is not None}
     if "dtype" not in case and isinstance(result.get("dtype"), str):  # chosen by the command (serve: as shipped)
         case["dtype"] = result["dtype"]
@@ -278,7 +275,8 @@ def captured_stdout(buffer: io.StringIO):
 
 def guide_link(slug: str, anchor: str, arguments: dict, lang: str = "en") -> str:
     """The section that explains the answer, with the case values the call gave written out."""
-    base = os.environ.get("GUIDE_URL", DEFAULT_GUIDE_URL).rstrip("/")
-    pairs = [("lang", lang)] + [(key, str(arguments[key])) for key in CASE_NAMES
-                                if key in arguments and not isinstance(arguments[key], (list, dict, bool))]
-    return f"{base}/{slug}?{urlencode(pairs)}#{anchor}"
+    from calculator.answers.answer import section_link
+
+    pairs = tuple((key, str(arguments[key])) for key in CASE_NAMES
+                  if key in arguments and not isinstance(arguments[key], (list, dict, bool)))
+    return section_link(slug, anchor, pairs, lang)

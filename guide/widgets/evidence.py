@@ -12,7 +12,9 @@ import streamlit as st
 from calculator.core.errors import CalculatorError
 from calculator.answers.evidence import read
 from calculator.answers.evidence_compare import Case, compare
-from calculator.answers.evidence_text import figure_rows, kind_name, lines
+from calculator.answers.answer import section_link
+from calculator.answers.evidence_text import answer_markdown, figure_rows, kind_name, lines, read_command
+from guide.answer_box import answer_text_box, guide_base
 from guide.format import escape_markdown
 from guide.widgets import Context, Param, Widget, show_error
 
@@ -62,6 +64,19 @@ def _show(ctx: Context, text: str) -> None:
         st.markdown(f"**{ctx.t('evidence.advice_title')}**")
         for line in advice:
             st.info(ctx.localized(line))
+    answer_text_box(ctx, _answer(ctx, evidence, comparison))
+
+
+def _answer(ctx: Context, evidence, comparison) -> str:
+    """The reading as the answer to paste: its link opens this section on the page's case, its
+    command reads the same text (saved as pasted.txt) against the same case."""
+    from guide.case_bar import pinned_link_pairs
+
+    pairs = tuple(pair for pair in pinned_link_pairs(ctx.lang, ctx.case) if pair[0] != "lang")
+    link = section_link(ctx.slug, ctx.anchor, pairs, ctx.lang, guide_base())
+    case = {} if ctx.case is None else {"model": ctx.case.model.key or ctx.case.model.name,
+                                        "gpu": ctx.case.card.key, "dtype": str(ctx.case.dtype)}
+    return answer_markdown(evidence, comparison, ctx.lang, link, read_command("pasted.txt", case))
 
 
 WIDGET = Widget(name="evidence", render=render, params=(Param("ev_text", EXAMPLE, "text"),))

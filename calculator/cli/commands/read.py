@@ -1,7 +1,9 @@
-"""`read [FILE] [--kind K] [--model M --gpu G ...] [--json]`: read what a program printed (a
-vLLM or SGLang start-up log, nvidia-smi, accelerate estimate-memory, torch.cuda.memory_summary(),
-a CUDA out-of-memory message) from a file or stdin, set it beside a case, and say what to do.
-JSON: {kind, figures, causes?, comparison: {findings, advice}} with sizes in bytes."""
+"""`read [FILE] [--kind K] [--model M --gpu G ...] [--json | --markdown] [--lang en|fr]`: read what
+a program printed (a vLLM or SGLang start-up log, nvidia-smi, accelerate estimate-memory,
+torch.cuda.memory_summary(), a CUDA out-of-memory message) from a file or stdin, set it beside a
+case, and say what to do, in the reader's language. JSON: {kind, figures, causes?, comparison:
+{findings, advice}} with sizes in bytes; --markdown: the answer to paste, with the section's
+link and the command that reads it again."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ def register(commands, shared) -> None:
     p.add_argument("--context", type=int, default=None,
                    help="tokens per request, when the log does not state max_model_len")
     p.add_argument("--tensor", type=int, default=None, help="tensor-parallel size, when the log does not state it")
+    p.add_argument("--markdown", dest="read_markdown", action="store_true",
+                   help="the reading as a short Markdown answer to paste (in --lang)")
     p.add_argument("--engine-version", default=None,
                    help="the engine accounting the log was written by: vLLM 0.19 (CUDA graphs outside the "
                         "share) or SGLang 0.4.6 for an older log; default: the engine's current accounting")
@@ -61,22 +65,35 @@ def answer(args):
 
 
 def run(args) -> int:
-    from calculator.answers.evidence_text import figure_rows, kind_name, lines
+    from calculator.answers.answer import section_link
+    from calculator.answers.evidence_text import READ_CASE, answer_markdown, figure_rows, kind_name, lines, read_command
+    from calculator.answers.evidence_text import section_of
+    from calculator.core.messages import text
 
+    lang = getattr(args, "lang", None) or "en"
     evidence, comparison = answer(args)
     if args.json:
         print_json({**evidence.to_json(), "comparison": comparison.to_json()})
         return 0
-    print(f"Read as: {kind_name(evidence.kind, 'en')}.")
-    rows = figure_rows(evidence, "en")
+    if getattr(args, "read_markdown", False):
+        case = tuple((name, str(getattr(args, name))) for name in ("model", "gpu", "dtype", "context", "tensor")
+                     if getattr(args, name, None) is not None)
+        link = section_link(*section_of(evidence.kind), case, lang)
+        command = read_command("pasted.txt" if args.file == "-" else args.file,  # stdin: the text saved
+                               {name: getattr(args, name, None) for name, _ in READ_CASE}, args.kind)
+        print(answer_markdown(evidence, comparison, lang, link, command), end="")
+        return 0
+    print(text("evidence.cli_read_as", lang, kind=kind_name(evidence.kind, lang)))
+    rows = figure_rows(evidence, lang)
     if rows:
-        print(render_table(["figure", "value"], [list(r) for r in rows]))
-    found, advice = lines(evidence, comparison, "en")
+        print(render_table([text("evidence.cli_figure", lang), text("evidence.cli_value", lang)],
+                           [list(r) for r in rows]))
+    found, advice = lines(evidence, comparison, lang)
     for line in found:
         print(f"- {line}")
     if advice:
-        print("What to do:")
+        print(text("evidence.cli_what_to_do", lang))
         for line in advice:
             print(f"- {line}")
-    print("Units: GiB = 2^30 bytes (vLLM, SGLang and accelerate write GiB as \"GB\").")
+    print(text("evidence.cli_units", lang))
     return 0
