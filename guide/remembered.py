@@ -70,13 +70,18 @@ def sync() -> dict[str, str]:
         result = _COMPONENT(key="guide-remembered-case",
                             data={"save": session["save"], "forget": session["forget"], "known": session["known"]},
                             default={"stored": ""}, on_stored_change=lambda: None, height=0)
-    report = result.stored if isinstance(result.stored, str) else ""
-    # A new report from the browser. An empty one is what a page switch leaves (Streamlit drops
-    # the component's state with the page), not news: another tab's "Forget" shows next session.
+    return take_report(session, result.stored if isinstance(result.stored, str) else "")
+
+
+def take_report(session: dict, report: str) -> dict[str, str]:
+    """What the browser holds, once its report is taken in. A new report replaces what the
+    server believed; an empty one is what a page switch leaves (Streamlit drops the component's
+    state with the page), not news: another tab's "Forget" shows next session. A report that is
+    not a case is dropped: the browser clears it on the next run, and the page says so."""
     if report and report != session["report"]:
         session.update(report=report[: MAX_STORED_CHARS + 1], known=report[: MAX_STORED_CHARS + 1])
     stored, bad = read_stored(session["known"])
-    if bad:  # not a case: the browser clears it on the next run, and the page says so once
+    if bad:
         session.update(known="", forget=True, dropped=True)
     return stored
 

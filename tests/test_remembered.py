@@ -83,3 +83,14 @@ def test_a_tampered_report_is_dropped_never_raised():
         assert read_stored(raw) == ({}, True), str(raw)[:40]
     assert read_stored('{"model": "qwen2.5-7b", "batch": [[1]]}') == ({"model": "qwen2.5-7b"}, False)  # not ours: ignored
     assert read_stored("") == ({}, False) and read_stored(None) == ({}, False)
+
+
+def test_a_report_that_is_not_a_case_is_dropped_and_said_once_taken():
+    from guide.remembered import take_report
+
+    session = {"save": None, "forget": False, "applied": False, "known": "", "report": "", "dropped": False}
+    assert take_report(session, '{"dropped": true}') == {}
+    assert session["dropped"] and session["forget"] and session["known"] == ""  # the browser clears it
+    assert take_report(session, '{"dropped": true}') == {} and session["dropped"]  # the same report: no news
+    fresh = {**session, "report": "", "dropped": False, "forget": False}
+    assert take_report(fresh, '{"model": "qwen2.5-7b"}') == {"model": "qwen2.5-7b"} and not fresh["dropped"]
