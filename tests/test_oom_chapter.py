@@ -75,3 +75,11 @@ def test_sort_by_length_longest_first_fails_at_the_first_batch():
     assert by_order["Longest first"] == "batch 1 of 6,250"
     shortest_first = int(by_order["Shortest first"].split()[1].replace(",", ""))
     assert by_order["Shortest first"].endswith("of 6,250") and shortest_first > 6_000  # it dies hours in
+
+
+def test_the_message_is_read_against_the_cases_own_lengths():
+    """The case's prompt + new tokens, as its bar shows them: not the serving chapter's context
+    field, which this page neither shows nor lets the reader set."""
+    at = open_page("oom", "en", om_text=RTX_4090, batch="2", prompt="1000", new_tokens="24")
+    assert not at.exception
+    assert "bfloat16, batch 2, 1,024 tokens):" in alerts(at)  # 1,000 + 24, not the hidden 4,096

@@ -72,7 +72,7 @@ def _against_case(ctx: Context, report) -> None:
     case = ctx.case
     if case is None or case.model.spec is None:
         return
-    tokens = case.case.context
+    tokens = case.case.prompt + case.case.new_tokens  # what the oom chapter's case runs (its bar shows both)
     try:
         reading = read_against_case(report, case.model.summary, case.model.spec, case.case.batch, tokens, case.case.dtype)
     except CalculatorError:  # a case the inference calculator refuses (longer than the model's positions)
