@@ -118,3 +118,12 @@ def test_stdin_is_read_within_a_bound():
     stream = io.BytesIO(b"x" * 5_000_000 + RTX_4090.encode())
     kept = read_stdin(stream, limit=100_000)
     assert len(kept) == 100_000 and kept.endswith("unallocated.")
+
+
+def test_cli_speaks_the_readers_language():
+    english, french = cli(stdin=TORCH_2_4), cli("--lang", "fr", stdin=TORCH_2_4)
+    assert english.returncode == french.returncode == 0, french.stderr
+    assert "Causes: too_big, other_process" in english.stdout and "Asked for, and refused" in english.stdout
+    assert "Causes : too_big, other_process" in french.stdout and "Gio" in french.stdout
+    for word in ("Asked for", "Units:", "The work does not fit", "What"):
+        assert word not in french.stdout, word

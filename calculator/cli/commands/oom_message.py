@@ -46,7 +46,7 @@ def run(args) -> int:
                                      for c in reading.causes],
                     "case": case.to_json() if case else None})
         return 0
-    _print(reading, case)
+    _print(reading, case, getattr(args, "lang", None) or "en")
     return 0
 
 
@@ -66,26 +66,28 @@ def plain(message: str) -> str:
     return message.replace("**", "").replace("`", "")
 
 
-def _print(reading, case) -> None:
+def _print(reading, case, lang: str = "en") -> None:
+    """The message's figures, the causes they prove and, with a case, what the allocated figure
+    is made of: in the reader's language (the oom chapter's own words, oom_message.*)."""
     r = reading.report
-    rows = [["requested", format_bytes(r.requested)], ["total capacity", format_bytes(r.total)],
-            ["free", format_bytes(r.free) if r.free is not None else "-"],
-            ["allocated by PyTorch", format_bytes(r.allocated)],
-            ["reserved but unallocated", format_bytes(r.reserved_unallocated)]]
-    optional = [("outside PyTorch (total - free - reserved)", r.outside_pytorch),
-                ("this process in all", r.own_process),
-                ("this process outside PyTorch (in use - reserved)", r.this_process_outside_pytorch),
-                ("other processes", r.other_processes), ("private pools (CUDA graphs)", r.private_pools or None)]
-    rows += [[name, format_bytes(value)] for name, value in optional if value is not None]
-    print(f"{r.device}, {'PyTorch 2.1 or newer' if r.style == 'current' else 'PyTorch 2.0 or older'} "
-          f"(wording: {r.wording}). Units: GiB = 2^30 bytes.")
-    print(render_table(["figure", "size"], rows))
-    print("Causes: " + ", ".join(reading.cause_ids))
+    size = lambda value: format_bytes(value, lang)  # noqa: E731
+    say = lambda key, **params: plain(text(f"oom_message.{key}", lang, **params))  # noqa: E731
+    rows = [[say("requested"), size(r.requested)], [say("total"), size(r.total)],
+            [say("free"), size(r.free) if r.free is not None else "-"],
+            [say("allocated"), size(r.allocated)], [say("unallocated"), size(r.reserved_unallocated)]]
+    optional = [("outside", r.outside_pytorch), ("this_process", r.own_process),
+                ("this_process_outside", r.this_process_outside_pytorch), ("others", r.other_processes),
+                ("pools", r.private_pools or None)]
+    rows += [[say(key), size(value)] for key, value in optional if value is not None]
+    style = say("style_current" if r.style == "current" else "style_legacy")
+    print(say("read_as", device=r.device, style=style))
+    print(render_table([say("col_what"), say("col_size")], rows))
+    print(say("cli_units"))
+    print(say("cli_causes", codes=", ".join(reading.cause_ids)))
     for cause in reading.causes:
-        print("- " + plain(text(f"oom_message.cause_{cause.key}", "en",
-                                **{k: format_bytes(v) for k, v in cause.params.items()})))
+        print("- " + say(f"cause_{cause.key}", **{k: size(v) for k, v in cause.params.items()}))
     if case is not None:
         from calculator.memory.oom_case import case_lines
 
-        for line in case_lines(case, "en"):
+        for line in case_lines(case, lang):
             print(plain(line))
