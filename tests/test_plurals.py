@@ -32,7 +32,7 @@ def test_every_plural_names_a_placeholder_of_its_message():
 @pytest.mark.parametrize("lang,value,form", [
     ("en", 1, "one"), ("en", 0, "other"), ("en", 2, "other"), ("en", 1.5, "other"), ("en", "1,024", "other"),
     ("fr", 0, "one"), ("fr", 1, "one"), ("fr", "1,5", "one"), ("fr", 2, "other"), ("fr", "1\u202f024", "other"),
-    ("en", Grouped(1), "one"), ("en", "n/a", "other"),
+    ("en", Grouped(1), "one"), ("en", "n/a", "other"), ("fr", float("nan"), "other"), ("en", "inf", "other"),
 ])
 def test_the_form_is_cldrs(lang, value, form):
     assert agree("{n|one|other}", lang, {"n": value}) == form

@@ -97,7 +97,11 @@ def agree(template: str, lang: str, params: dict) -> str:
     """`template` with each {name|one|other} written in the form its number takes in `lang`."""
     def form(match: re.Match) -> str:
         number = quantity(params.get(match[1]))
-        return match[2] if number is not None and _plural_rule(lang)(number) == "one" else match[3]
+        try:
+            one = number is not None and _plural_rule(lang)(number) == "one"
+        except (ValueError, OverflowError, ArithmeticError):  # nan, inf: not a count
+            one = False
+        return match[2] if one else match[3]
 
     return PLURAL.sub(form, template) if "|" in template else template
 
