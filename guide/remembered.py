@@ -36,14 +36,9 @@ def _session() -> dict:
                                                 "report": "", "dropped": False})
 
 
-def stored_case(raw: str | None) -> dict[str, str]:
-    """What the browser reported, kept only where it reads as a case: known names, short
-    strings (the case then checks each value as it checks a link's)."""
-    return read_stored(raw)[0]
-
-
 def read_stored(raw: object) -> tuple[dict[str, str], bool]:
-    """(the case the report holds, whether the browser held something that is not a case:
+    """(the case the report holds: known names, short strings, which the case then checks as it
+    checks a link's; and whether the browser held something that is not a case:
     too long, not JSON, nested, a remembered name holding anything but a short string, or the
     browser's own word that it dropped such a thing). Never raises, whatever the report."""
     if not raw:

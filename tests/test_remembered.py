@@ -8,7 +8,11 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from guide.remembered import MAX_VALUE_CHARS, stored_case
+from guide.remembered import MAX_VALUE_CHARS, read_stored
+
+
+def stored_case(raw) -> dict:
+    return read_stored(raw)[0]
 
 
 def test_only_short_strings_under_known_names_are_read():
