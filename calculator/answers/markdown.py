@@ -222,14 +222,10 @@ BUILDERS = {"estimate": estimate, "inference": inference, "train": train, "serve
             "llama-cpp": llama_cpp, "offload": offload, **MORE, **OFFLOAD_MULTI}
 
 
-def _builder(command: str):
-    return BUILDERS[command]
-
-
 def answer_for(command: str, data: dict, argv: tuple[str, ...], typed: str | None = None) -> Answer:
     """The answer to what `command` returned; the link names the model as it was asked for
     (`typed`: a catalog name stays a catalog name)."""
-    answer = _builder(command)(data, tuple(argv))
+    answer = BUILDERS[command](data, tuple(argv))
     slug, anchor, case = answer.link
     if typed:
         case = tuple((k, typed if k == "model" else v) for k, v in case)
