@@ -10,6 +10,7 @@ from collections.abc import Callable
 import re
 
 from calculator.core.errors import CalculatorError
+from calculator.answers.answer import section_link
 from calculator.answers.evidence import Evidence
 from calculator.answers.evidence_compare import Comparison, Finding
 from calculator.core.messages import text
@@ -135,8 +136,6 @@ _GUIDE_LINK = re.compile(r"\]\(([a-z][a-z-]{0,40})#([a-z][a-z-]{0,40})\)")
 def _absolute(line: str, lang: str) -> str:
     """A sentence's links to the guide's sections ("[units](memory-estimate#units)") as full
     addresses, so they open from wherever the answer is pasted."""
-    from calculator.answers.answer import section_link
-
     return _GUIDE_LINK.sub(lambda m: f"]({section_link(m[1], m[2], (), lang)})", line)
 
 

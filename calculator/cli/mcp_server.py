@@ -1,5 +1,6 @@
-"""`mcp [--http PORT]` (registered by calculator/cli/main.py, after the commands it serves): the calculator's answers as Model Context Protocol tools, over stdio (an
-assistant starts it as a subprocess) or streamable HTTP bound to 127.0.0.1. The tools and their
+"""`mcp [--http PORT]`: the calculator's answers as Model Context Protocol tools, over stdio (an
+assistant starts it as a subprocess) or streamable HTTP bound to 127.0.0.1. calculator/cli/main.py
+registers it after the commands it serves. The tools and their
 answers are calculator/cli/mcp_tools.py's; this module only speaks the protocol, with the official
 `mcp` SDK, imported here and nowhere else so the other commands do not load it."""
 
@@ -49,7 +50,7 @@ def build_server():
             return call(name, arguments)
         except CalculatorError as error:
             return error
-        except (Exception, SystemExit, RecursionError) as exc:  # noqa: BLE001 - the server outlives any call
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the server outlives any call (RecursionError too)
             return CalculatorError("mcp_tool_failed", detail=library("python", type(exc).__name__))
 
     async def list_tools(ctx, params) -> types.ListToolsResult:

@@ -66,8 +66,8 @@ def answer(args):
 
 def run(args) -> int:
     from calculator.answers.answer import section_link
-    from calculator.answers.evidence_text import READ_CASE, answer_markdown, figure_rows, kind_name, lines, read_command
-    from calculator.answers.evidence_text import section_of
+    from calculator.answers.evidence_text import (READ_CASE, answer_markdown, figure_rows, kind_name, lines,
+                                                  read_command, section_of)
     from calculator.core.messages import text
 
     lang = getattr(args, "lang", None) or "en"
