@@ -4,7 +4,7 @@ httpx's timeouts bound each socket operation, never an answer: a server that sen
 one byte a second, or a chunked body made of chunk extensions only, answers every read in time
 and holds the reader for as long as it likes (about three minutes in a hostile probe). So every
 socket operation of a Hub read, the connection, the headers, the chunk framing and the body
-alike, runs through `_DeadlineBackend`, which gives it at most what is left of the question's
+alike, runs through the client's `DeadlineBackend`, which gives it at most what is left of the question's
 deadline and refuses it once the deadline has passed (`within`).
 
 The client is our own, not huggingface_hub's shared session: that one's headers come from
@@ -103,7 +103,7 @@ def client():
             if _CLIENT is None:
                 import httpx2
 
-                built = httpx2.Client(follow_redirects=False, timeout=None, headers={"user-agent": USER_AGENT})
+                built = httpx2.Client(follow_redirects=False, timeout=None)  # headers(): per request
                 backend = _backend_classes()()
                 pools = _pools(built)
                 if not pools:
